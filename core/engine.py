@@ -1,0 +1,507 @@
+"""The canonical job engine: single-threaded, in memory, journaled (DESIGN.md, "The canonical model").
+
+Every operation runs to completion on the event loop thread; nothing here blocks or does I/O.
+Waiting reserves are `Waiter` objects whose callback the engine calls exactly once. Timed work
+(delays, TTR expiry, reserve timeouts, the DEADLINE_SOON margin, pauses) happens in `tick()`,
+which the gateway calls at `next_due()`; `wakeup` (if set) is called when an earlier timer is armed.
+
+Units: every duration argument is in milliseconds; times are monotonic ms from `clock`.
+Ownership: a reserved job belongs to one `Owner`; other owners get `False`/`None` from
+release/bury/touch/delete of it (beanstalkd: NOT_FOUND).
+"""
+from __future__ import annotations
+
+from heapq import heapify, heappop, heappush
+
+from .clock import SystemClock
+from .model import (BURIED, DEADLINE_SOON, DELAYED, DELETED, READY, RESERVED, TIMED_OUT,
+                    URGENT_RANK, Job, Owner, Queue, Waiter)
+
+#: The last second of a reservation's TTR is a safety margin (beanstalk protocol, "reserve").
+SAFETY_MARGIN_MS = 1000
+_INF = float("inf")
+
+
+def _top(heap: list):
+    """Drop stale entries (job.hver changed since the push) from a lazy heap; return its top job."""
+    while heap:
+        e = heap[0]
+        if e[3].hver == e[2]:
+            return e[3]
+        heappop(heap)
+    return None
+
+
+def _compact(heap: list, live: int) -> None:
+    """Rebuild a lazy heap in place when stale entries outnumber live ones (bounded memory)."""
+    if len(heap) > 2 * live + 1024:
+        heap[:] = [e for e in heap if e[3].hver == e[2]]
+        heapify(heap)
+
+
+class Engine:
+    """The job state machine and its in-memory indexes.
+
+    `journal` (core.journal.Journal or None for memory mode) receives every mutation.
+    `pinned` queues are never garbage-collected (beanstalk keeps "default").
+    """
+
+    def __init__(self, clock=None, journal=None, pinned: tuple[str, ...] = ("default",)) -> None:
+        self.clock = clock or SystemClock()
+        self.journal = journal
+        self.jobs: dict[int, Job] = {}
+        self.queues: dict[str, Queue] = {}
+        self.queue_order: list[str] = []   # beanstalkd's tube set order (swap-remove on delete)
+        self.pinned = frozenset(pinned)
+        self.next_id = 1
+        self.total_jobs = 0
+        self.job_timeouts = 0
+        self.waiting = 0
+        self.n_reserved = 0
+        self.draining = False
+        self.wakeup = None
+        self._wake_at = _INF
+        self._delayed: list = []    # (ready_at, id, hver, job), all queues
+        self._reserved: list = []   # (deadline, id, hver, job)
+        self._timers: list = []     # (at, seq, kind, waiter); kind 0 = timeout, 1 = deadline soon
+        self._pauses: list = []     # (paused_until, seq, queue name)
+        self._seq = 0
+        for name in pinned:
+            self.queue(name)
+
+    # ----------------------------------------------------------------- queues
+    def queue(self, name: str) -> Queue:
+        """Return the queue `name`, creating it on demand."""
+        q = self.queues.get(name)
+        if q is None:
+            q = self.queues[name] = Queue(name)
+            self.queue_order.append(name)
+        return q
+
+    def attach(self, name: str, role: str) -> Queue:
+        """Count a connection reference to queue `name`; role is "using" or "watching"."""
+        q = self.queue(name)
+        setattr(q, role, getattr(q, role) + 1)
+        return q
+
+    def detach(self, name: str, role: str) -> None:
+        """Drop a reference taken with attach(); the queue may be garbage-collected."""
+        q = self.queues.get(name)
+        if q is not None:
+            setattr(q, role, getattr(q, role) - 1)
+            self._gc(q)
+
+    def _gc(self, q: Queue) -> None:
+        if q.name in self.pinned or not q.is_empty() or q.is_referenced():
+            return
+        del self.queues[q.name]
+        order = self.queue_order
+        i = order.index(q.name)
+        last = order.pop()
+        if i < len(order):
+            order[i] = last
+
+    def paused(self, q: Queue, now: int) -> bool:
+        """True while `q` is paused at monotonic time `now` (ms)."""
+        return q.paused_until > now
+
+    # ------------------------------------------------------------- journaling
+    def _log(self, job: Job, event: str, dialect: str) -> None:
+        j = self.journal
+        if j is not None:
+            j.record(job, event, dialect)
+
+    def _arm(self, at) -> None:
+        if at < self._wake_at:
+            self._wake_at = at
+            if self.wakeup is not None:
+                self.wakeup()
+
+    # -------------------------------------------------------- state entries
+    def _to_ready(self, job: Job, q: Queue) -> None:
+        job.state = READY
+        job.hver += 1
+        heappush(q.ready, (job.priority, job.id, job.hver, job))
+        q.n_ready += 1
+        if job.priority < URGENT_RANK:
+            q.urgent += 1
+        _compact(q.ready, q.n_ready)
+        if q.waiting:
+            self._dispatch(q)
+
+    def _to_delayed(self, job: Job, q: Queue, ready_at: int) -> None:
+        job.state = DELAYED
+        job.hver += 1
+        job.ready_at = ready_at
+        e = (ready_at, job.id, job.hver, job)
+        heappush(q.delayed, e)
+        heappush(self._delayed, e)
+        q.n_delayed += 1
+        _compact(q.delayed, q.n_delayed)
+        _compact(self._delayed, len(self.jobs))
+        self._arm(ready_at)
+
+    def _to_buried(self, job: Job, q: Queue) -> None:
+        job.state = BURIED
+        job.hver += 1
+        q.buried[job.id] = job
+
+    def _to_reserved(self, job: Job, q: Queue, owner: Owner, now: int) -> None:
+        job.state = RESERVED
+        job.hver += 1
+        job.owner = owner
+        job.reserves += 1
+        job.deadline = now + job.ttr_ms
+        heappush(self._reserved, (job.deadline, job.id, job.hver, job))
+        q.n_reserved += 1
+        self.n_reserved += 1
+        owner.reserved[job.id] = job
+        _compact(self._reserved, self.n_reserved)
+        self._arm(job.deadline)
+        self._log(job, "reserve", owner.dialect)
+
+    def _leave(self, job: Job, q: Queue) -> None:
+        """Take `job` out of its current state's index (its heap entries go stale)."""
+        s = job.state
+        if s is READY:
+            q.n_ready -= 1
+            if job.priority < URGENT_RANK:
+                q.urgent -= 1
+        elif s is DELAYED:
+            q.n_delayed -= 1
+        elif s is RESERVED:
+            q.n_reserved -= 1
+            self.n_reserved -= 1
+            del job.owner.reserved[job.id]
+            job.owner = None
+        elif s is BURIED:
+            del q.buried[job.id]
+        job.hver += 1
+
+    def _pop_ready(self, q: Queue) -> Job | None:
+        h = q.ready
+        while h:
+            e = heappop(h)
+            job = e[3]
+            if job.hver == e[2]:
+                q.n_ready -= 1
+                if job.priority < URGENT_RANK:
+                    q.urgent -= 1
+                job.hver += 1
+                return job
+        return None
+
+    # ------------------------------------------------------------ producers
+    def put(self, queue: str, payload: bytes, priority: int, delay_ms: int, ttr_ms: int,
+            dialect: str, uid: str | None = None) -> Job:
+        """Create a job in `queue`: ready, or delayed for `delay_ms` ms; TTR `ttr_ms` ms."""
+        job = Job(self.next_id, queue, payload, priority, ttr_ms, delay_ms,
+                  self.clock.wall_ms(), dialect, uid)
+        self.next_id += 1
+        self.jobs[job.id] = job
+        q = self.queue(queue)
+        q.total_jobs += 1
+        self.total_jobs += 1
+        self._log(job, "put", dialect)
+        if delay_ms > 0:
+            self._to_delayed(job, q, self.clock.monotonic_ms() + delay_ms)
+        else:
+            self._to_ready(job, q)
+        return job
+
+    # ------------------------------------------------------------ consumers
+    def _best_ready(self, queues: list, now: int):
+        best = None
+        bq = None
+        for q in queues:
+            if q.n_ready and q.paused_until <= now:
+                j = _top(q.ready)
+                if j is not None and (best is None or (j.priority, j.id) < (best.priority, best.id)):
+                    best, bq = j, q
+        return bq
+
+    def _soonest_deadline(self, owner: Owner):
+        return min((j.deadline for j in owner.reserved.values()), default=None)
+
+    def reserve(self, owner: Owner, queues: list[str], timeout_ms: int | None, callback):
+        """Reserve the most urgent ready job of `queues` (priority, then id) for `owner`.
+
+        Returns the reserved Job; DEADLINE_SOON when nothing is ready and one of the owner's
+        reservations is within SAFETY_MARGIN_MS of its deadline; TIMED_OUT when nothing is ready
+        and `timeout_ms` is 0; else a Waiter, whose `callback(result)` later gets the Job,
+        TIMED_OUT (after `timeout_ms` ms; None waits forever) or DEADLINE_SOON.
+        Waiters are served longest-waiter first.
+        """
+        now = self.clock.monotonic_ms()
+        qs = [self.queue(n) for n in queues]
+        bq = self._best_ready(qs, now)
+        if bq is not None:
+            job = self._pop_ready(bq)
+            self._to_reserved(job, bq, owner, now)
+            return job
+        soonest = self._soonest_deadline(owner) if owner.reserved else None
+        if soonest is not None and now >= soonest - SAFETY_MARGIN_MS:
+            return DEADLINE_SOON
+        if timeout_ms == 0:
+            return TIMED_OUT
+        self._seq += 1
+        w = Waiter(owner, qs, None if timeout_ms is None else now + timeout_ms, callback, self._seq)
+        owner.waiter = w
+        for q in qs:
+            q.waiters.append(w)
+            q.waiting += 1
+        self.waiting += 1
+        if w.timeout_at is not None:
+            heappush(self._timers, (w.timeout_at, w.seq, 0, w))
+            self._arm(w.timeout_at)
+        if soonest is not None:
+            at = soonest - SAFETY_MARGIN_MS
+            heappush(self._timers, (at, w.seq, 1, w))
+            self._arm(at)
+        return w
+
+    def _finish_waiter(self, w: Waiter) -> None:
+        w.done = True
+        w.owner.waiter = None
+        self.waiting -= 1
+        for q in w.queues:
+            q.waiting -= 1
+            dq = q.waiters
+            while dq and dq[0].done:
+                dq.popleft()
+            if len(dq) > 2 * q.waiting + 16:
+                live = [x for x in dq if not x.done]
+                dq.clear()
+                dq.extend(live)
+            self._gc(q)
+
+    def cancel_wait(self, owner: Owner) -> bool:
+        """Withdraw the owner's waiting reserve without calling its callback; True if one was."""
+        w = owner.waiter
+        if w is None or w.done:
+            return False
+        self._finish_waiter(w)
+        return True
+
+    def _dispatch(self, q: Queue) -> None:
+        """Give ready jobs of `q` to its waiters, longest waiter first."""
+        now = self.clock.monotonic_ms()
+        if q.paused_until > now:
+            return
+        dq = q.waiters
+        while q.n_ready and dq:
+            w = dq.popleft()
+            if w.done:
+                continue
+            # The waiter may watch a more urgent ready job elsewhere only if that job is paused or
+            # arrived in this same instant; serving from `q` keeps longest-waiter-first exact.
+            job = self._pop_ready(q)
+            self._finish_waiter(w)
+            self._to_reserved(job, q, w.owner, now)
+            w.callback(job)
+
+    def reserve_job(self, owner: Owner, id: int) -> Job | None:
+        """Reserve job `id` if it is ready, delayed or buried (beanstalkd 1.12 reserve-job)."""
+        job = self.jobs.get(id)
+        if job is None or job.state is RESERVED:
+            return None
+        q = self.queues[job.queue]
+        self._leave(job, q)
+        self._to_reserved(job, q, owner, self.clock.monotonic_ms())
+        return job
+
+    def _reserved_by(self, owner: Owner, id: int) -> Job | None:
+        return owner.reserved.get(id)
+
+    def release(self, owner: Owner, id: int, priority: int, delay_ms: int) -> bool:
+        """Return a job the owner reserved to ready (or delayed for `delay_ms` ms)."""
+        job = owner.reserved.get(id)
+        if job is None:
+            return False
+        q = self.queues[job.queue]
+        self._leave(job, q)
+        job.priority = priority
+        job.delay_ms = delay_ms
+        job.releases += 1
+        self._log(job, "release", owner.dialect)
+        if delay_ms > 0:
+            self._to_delayed(job, q, self.clock.monotonic_ms() + delay_ms)
+        else:
+            self._to_ready(job, q)
+        return True
+
+    def bury(self, owner: Owner, id: int, priority: int) -> bool:
+        """Bury a job the owner reserved, with a new priority."""
+        job = owner.reserved.get(id)
+        if job is None:
+            return False
+        q = self.queues[job.queue]
+        self._leave(job, q)
+        job.priority = priority
+        job.buries += 1
+        self._to_buried(job, q)
+        self._log(job, "bury", owner.dialect)
+        return True
+
+    def touch(self, owner: Owner, id: int) -> bool:
+        """Restart the TTR of a job the owner reserved: deadline = now + ttr_ms."""
+        job = owner.reserved.get(id)
+        if job is None:
+            return False
+        job.hver += 1
+        job.deadline = self.clock.monotonic_ms() + job.ttr_ms
+        heappush(self._reserved, (job.deadline, job.id, job.hver, job))
+        _compact(self._reserved, self.n_reserved)
+        self._arm(job.deadline)
+        return True
+
+    def delete(self, owner: Owner | None, id: int, dialect: str = "") -> bool:
+        """Delete job `id` unless another owner has it reserved."""
+        job = self.jobs.get(id)
+        if job is None or (job.state is RESERVED and job.owner is not owner):
+            return False
+        q = self.queues[job.queue]
+        self._leave(job, q)
+        job.state = DELETED
+        del self.jobs[id]
+        q.deletes += 1
+        self._log(job, "delete", owner.dialect if owner is not None else dialect)
+        self._gc(q)
+        return True
+
+    def kick(self, queue: str, bound: int, dialect: str) -> int:
+        """Kick up to `bound` jobs of `queue`: buried ones (FIFO) if any, else delayed (soonest)."""
+        q = self.queues.get(queue)
+        if q is None:
+            return 0
+        n = 0
+        if q.buried:
+            while n < bound and q.buried:
+                job = next(iter(q.buried.values()))
+                self._kick(job, q, dialect)
+                n += 1
+        else:
+            while n < bound and q.n_delayed:
+                job = _top(q.delayed)
+                self._kick(job, q, dialect)
+                n += 1
+        return n
+
+    def _kick(self, job: Job, q: Queue, dialect: str) -> None:
+        self._leave(job, q)
+        job.kicks += 1
+        self._log(job, "kick", dialect)
+        self._to_ready(job, q)
+
+    def kick_job(self, id: int, dialect: str) -> bool:
+        """Kick one buried or delayed job to ready."""
+        job = self.jobs.get(id)
+        if job is None or job.state not in (BURIED, DELAYED):
+            return False
+        self._kick(job, self.queues[job.queue], dialect)
+        return True
+
+    def release_owner(self, owner: Owner) -> None:
+        """The owner went away: cancel its wait and return its reservations to ready."""
+        self.cancel_wait(owner)
+        for job in list(owner.reserved.values()):
+            q = self.queues[job.queue]
+            self._leave(job, q)
+            self._log(job, "abandon", owner.dialect)
+            self._to_ready(job, q)
+
+    # ----------------------------------------------------------------- peeks
+    def peek(self, id: int) -> Job | None:
+        """The live job `id`, in any state, or None."""
+        return self.jobs.get(id)
+
+    def peek_ready(self, queue: str) -> Job | None:
+        """The next job reserve would take from `queue` (ignores pause)."""
+        q = self.queues.get(queue)
+        return _top(q.ready) if q is not None and q.n_ready else None
+
+    def peek_delayed(self, queue: str) -> Job | None:
+        """The delayed job of `queue` with the least time left."""
+        q = self.queues.get(queue)
+        return _top(q.delayed) if q is not None and q.n_delayed else None
+
+    def peek_buried(self, queue: str) -> Job | None:
+        """The oldest buried job of `queue`."""
+        q = self.queues.get(queue)
+        return next(iter(q.buried.values())) if q is not None and q.buried else None
+
+    def pause(self, queue: str, delay_ms: int) -> bool:
+        """Pause `queue` for `delay_ms` ms (0 unpauses); False if the queue does not exist."""
+        q = self.queues.get(queue)
+        if q is None:
+            return False
+        now = self.clock.monotonic_ms()
+        q.pauses += 1
+        q.pause_ms = delay_ms
+        q.paused_until = now + delay_ms if delay_ms > 0 else 0
+        if delay_ms > 0:
+            self._seq += 1
+            heappush(self._pauses, (q.paused_until, self._seq, queue))
+            self._arm(q.paused_until)
+        elif q.waiting:
+            self._dispatch(q)
+        return True
+
+    # ----------------------------------------------------------------- timers
+    def next_due(self):
+        """Monotonic ms of the earliest timer, or None when there is none."""
+        due = _INF
+        for h in (self._delayed, self._reserved, self._timers, self._pauses):
+            if h and h[0][0] < due:
+                due = h[0][0]
+        self._wake_at = due
+        return None if due is _INF else due
+
+    def tick(self) -> None:
+        """Run every timer due at the clock's current time."""
+        now = self.clock.monotonic_ms()
+        h = self._delayed
+        while h and h[0][0] <= now:
+            e = heappop(h)
+            job = e[3]
+            if job.hver == e[2]:
+                q = self.queues[job.queue]
+                self._leave(job, q)
+                self._log(job, "ready", "jobgate")
+                self._to_ready(job, q)
+        h = self._reserved
+        while h and h[0][0] <= now:
+            e = heappop(h)
+            job = e[3]
+            if job.hver == e[2]:
+                q = self.queues[job.queue]
+                self._leave(job, q)
+                job.timeouts += 1
+                self.job_timeouts += 1
+                self._log(job, "timeout", "jobgate")
+                self._to_ready(job, q)
+        h = self._timers
+        while h and h[0][0] <= now:
+            _, _, kind, w = heappop(h)
+            if w.done:
+                continue
+            if kind == 0:
+                self._finish_waiter(w)
+                w.callback(TIMED_OUT)
+                continue
+            soonest = self._soonest_deadline(w.owner)
+            if soonest is None:
+                continue
+            if now >= soonest - SAFETY_MARGIN_MS:
+                self._finish_waiter(w)
+                w.callback(DEADLINE_SOON)
+            else:
+                heappush(h, (soonest - SAFETY_MARGIN_MS, w.seq, 1, w))
+        h = self._pauses
+        while h and h[0][0] <= now:
+            until, _, name = heappop(h)
+            q = self.queues.get(name)
+            if q is not None and q.paused_until == until:
+                q.paused_until = 0
+                if q.waiting:
+                    self._dispatch(q)

@@ -1,0 +1,102 @@
+"""The mutation journal: what the single writer flushes to storage in batches (group commit).
+
+The engine calls `record(job, event, dialect)` for every transition. Records gather in the open
+batch; `take()` closes it into a `Batch` (row snapshots made on the event-loop thread, so the
+writer thread never reads live objects) and opens the next. `committed` is the number of the last
+batch whose transaction committed; a reply that must be durable waits until
+`committed >= open_batch` as it was when the reply was produced (see gateway.writer).
+
+Coalescing: a job touched several times in one batch is written once with its final state; a job
+created and deleted within one batch is never written to the jobs table (its events still are).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .model import DELAYED, DELETED
+
+
+@dataclass
+class Batch:
+    """One group commit. Rows are tuples in the column order of core.schema.
+
+    number: batch sequence number (1, 2, ...); inserts / updates: job rows; deletes: job ids;
+    events: job_events rows; next_id: the next job id to hand out (stored in jobgate_meta).
+    """
+
+    number: int
+    inserts: list = field(default_factory=list)
+    updates: list = field(default_factory=list)
+    deletes: list = field(default_factory=list)
+    events: list = field(default_factory=list)
+    queues: list = field(default_factory=list)
+    next_id: int = 0
+
+
+class Journal:
+    """Collects mutations for the writer. Not thread-safe: used only on the event-loop thread.
+
+    `on_pending` (callable or None) is called when the open batch receives its first record.
+    `history=False` skips the job_events rows.
+    """
+
+    def __init__(self, clock, history: bool = True) -> None:
+        self.clock = clock
+        self.history = history
+        self.dirty: dict[int, object] = {}
+        self.events: list = []
+        self.pending = False
+        self.open_batch = 1
+        self.committed = 0
+        self.on_pending = None
+        self.next_id = 1
+        self.records = 0
+
+    def record(self, job, event: str, dialect: str) -> None:
+        """Note that `job` changed through `event` (put, reserve, release, ...) via `dialect`."""
+        self.dirty[job.id] = job
+        if self.history:
+            self.events.append((job.id, job.queue, dialect, event, self.clock.wall_ms(),
+                                job.reserves))
+        self.records += 1
+        if not self.pending:
+            self.pending = True
+            if self.on_pending is not None:
+                self.on_pending()
+
+    def mark(self, job) -> None:
+        """Note a change that is not a history event (e.g. reserved -> ready after a restart)."""
+        self.dirty[job.id] = job
+        if not self.pending:
+            self.pending = True
+            if self.on_pending is not None:
+                self.on_pending()
+
+    def take(self, next_id: int) -> Batch:
+        """Close the open batch into a Batch of row snapshots and open the next one."""
+        b = Batch(self.open_batch, next_id=next_id)
+        self.open_batch += 1
+        now_mono = self.clock.monotonic_ms()
+        now_wall = self.clock.wall_ms()
+        ins, upd, dels = b.inserts, b.updates, b.deletes
+        for job in self.dirty.values():
+            st = job.state
+            if st is DELETED:
+                if job.in_db:
+                    dels.append((job.id,))
+                    job.in_db = False
+                continue
+            ready_at = now_wall + (job.ready_at - now_mono) if st is DELAYED else None
+            if job.in_db:
+                upd.append((st, job.priority, ready_at, job.delay_ms, job.ttr_ms, job.reserves,
+                            job.timeouts, job.releases, job.buries, job.kicks, job.id))
+            else:
+                job.in_db = True
+                ins.append((job.id, job.uid, job.queue, job.payload, job.priority, st,
+                            job.created_ms, ready_at, job.delay_ms, job.ttr_ms, job.reserves,
+                            job.timeouts, job.releases, job.buries, job.kicks, job.dialect))
+        b.events = self.events
+        self.events = []
+        self.dirty = {}
+        self.pending = False
+        return b

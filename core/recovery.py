@@ -1,0 +1,46 @@
+"""Loading stored jobs back into an engine at start (DESIGN.md, "Storage and durability").
+
+Rules, as beanstalkd does after a restart with a binlog: reserved jobs come back ready, buried
+stay buried (in id order), delayed keep their wall-clock deadline (already past: ready at the
+first tick), ids continue after the highest ever handed out.
+"""
+from __future__ import annotations
+
+from .model import BURIED, DELAYED, READY, RESERVED, Job
+
+
+def restore(engine, loaded) -> int:
+    """Rebuild `engine` (empty, core.engine.Engine) from `loaded` (core.storage.Loaded).
+
+    Returns the number of jobs restored. Jobs whose state changed (reserved -> ready) are marked
+    dirty in the engine's journal so storage catches up.
+    """
+    now_mono = engine.clock.monotonic_ms()
+    now_wall = engine.clock.wall_ms()
+    n = 0
+    for r in loaded.jobs:
+        job = Job(r["id"], r["queue"], bytes(r["payload"]), r["priority"], r["ttr_ms"],
+                  r["delay_ms"], r["created_ms"], r["dialect"], r["uid"])
+        job.reserves = r["reserves"]
+        job.timeouts = r["timeouts"]
+        job.releases = r["releases"]
+        job.buries = r["buries"]
+        job.kicks = r["kicks"]
+        job.in_db = True
+        engine.jobs[job.id] = job
+        q = engine.queue(job.queue)
+        q.total_jobs += 1
+        st = r["state"]
+        if st == DELAYED and r["ready_at_ms"] is not None:
+            engine._to_delayed(job, q, now_mono + (r["ready_at_ms"] - now_wall))
+        elif st == BURIED:
+            engine._to_buried(job, q)
+        else:
+            engine._to_ready(job, q)
+            if st == RESERVED and engine.journal is not None:
+                engine.journal.mark(job)
+        n += 1
+    engine.total_jobs += n
+    engine.next_id = max(engine.next_id, loaded.next_id)
+    assert all(j.state in (READY, DELAYED, BURIED) for j in engine.jobs.values())
+    return n

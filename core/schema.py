@@ -1,0 +1,68 @@
+"""The SQL schema, defined once (SQLAlchemy 2 Core). Tables are created only by Alembic
+migrations (migrations/versions); this module is what the code and the migrations agree on.
+
+Units: *_ms columns are milliseconds; created_ms / ready_at_ms / at_ms are wall-clock ms since the
+Unix epoch; priority is the canonical rank (lower first).
+"""
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData()
+
+# SQLite only auto-increments an INTEGER PRIMARY KEY; PostgreSQL wants BIGINT.
+BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+jobs = sa.Table(
+    "jobs", metadata,
+    sa.Column("id", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("uid", sa.String(64), nullable=True, unique=True),
+    sa.Column("queue", sa.String(256), nullable=False),
+    sa.Column("payload", sa.LargeBinary, nullable=False),
+    sa.Column("priority", sa.BigInteger, nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("created_ms", sa.BigInteger, nullable=False),
+    sa.Column("ready_at_ms", sa.BigInteger, nullable=True),
+    sa.Column("delay_ms", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("ttr_ms", sa.BigInteger, nullable=False),
+    sa.Column("reserves", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("timeouts", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("releases", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("buries", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("kicks", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("dialect", sa.String(16), nullable=False),
+)
+
+queues = sa.Table(
+    "queues", metadata,
+    sa.Column("name", sa.String(256), primary_key=True),
+    sa.Column("created_ms", sa.BigInteger, nullable=False),
+)
+
+job_events = sa.Table(
+    "job_events", metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("job_id", sa.BigInteger, nullable=False),
+    sa.Column("queue", sa.String(256), nullable=False),
+    sa.Column("dialect", sa.String(16), nullable=False),
+    sa.Column("event", sa.String(16), nullable=False),
+    sa.Column("at_ms", sa.BigInteger, nullable=False),
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Index("ix_job_events_at", "at_ms"),
+    sa.Index("ix_job_events_queue_at", "queue", "at_ms"),
+)
+
+meta = sa.Table(
+    "jobgate_meta", metadata,
+    sa.Column("key", sa.String(64), primary_key=True),
+    sa.Column("value", sa.BigInteger, nullable=False),
+)
+
+#: Column order of Batch.inserts rows (core.journal).
+JOB_INSERT_COLUMNS = ("id", "uid", "queue", "payload", "priority", "state", "created_ms",
+                      "ready_at_ms", "delay_ms", "ttr_ms", "reserves", "timeouts", "releases",
+                      "buries", "kicks", "dialect")
+#: Column order of Batch.updates rows; the job id comes last.
+JOB_UPDATE_COLUMNS = ("state", "priority", "ready_at_ms", "delay_ms", "ttr_ms", "reserves",
+                      "timeouts", "releases", "buries", "kicks")
+EVENT_COLUMNS = ("job_id", "queue", "dialect", "event", "at_ms", "attempt")

@@ -1,0 +1,116 @@
+"""`jobgate-beanstalkd`: jobgate with beanstalkd's command line, so an init script can swap binaries.
+
+    jobgate-beanstalkd [-b DIR] [-f MS] [-F] [-l ADDR] [-p PORT] [-u USER] [-z BYTES] [-s BYTES]
+                       [-c] [-n] [-v] [-V] [-h]
+
+-l ADDR: listen address (default 0.0.0.0, like beanstalkd); `-l unix:/path` for a unix socket.
+-p PORT: TCP port (default 11300). -b DIR: keep jobs in DIR/jobgate.db (SQLite) with commit
+durability; without -b jobs live in memory only, as beanstalkd without -b. -f MS: accepted; -f 0
+selects SQLite synchronous=FULL (fsync every commit), other values the default NORMAL.
+-F: accepted (never fsync: NORMAL). -z BYTES: max job size (default 65535). -s BYTES: binlog size,
+accepted and ignored. -c / -n: accepted and ignored (beanstalkd compaction flags). -u USER: drop
+to USER after binding. -v: print version and exit. -V: more verbose logs. -h: help.
+Exit status 0 after SIGTERM/SIGINT, 5 on a bad option (beanstalkd's usage status).
+"""
+from __future__ import annotations
+
+import getopt
+import os
+import sys
+
+from .config import Config, Listener
+
+USAGE = """Use: jobgate-beanstalkd [OPTIONS]
+
+Options:
+ -b DIR   write-ahead log directory (SQLite database DIR/jobgate.db)
+ -f MS    fsync at most once every MS milliseconds (use -f0 for "always fsync")
+ -F       never fsync
+ -l ADDR  listen on address (default is 0.0.0.0); unix:/path for a unix socket
+ -p PORT  listen on port (default is 11300)
+ -u USER  become user and group
+ -z BYTES set the maximum job size in bytes (default is 65535)
+ -s BYTES set the size of each write-ahead log file (accepted, ignored)
+ -c       compact the binlog (accepted, ignored)
+ -n       do not compact the binlog (accepted, ignored)
+ -v       show version information
+ -V       increase verbosity
+ -h       show this help
+"""
+
+
+def _num(opt: str, v: str, hi: int) -> int:
+    if not v.isdigit() or int(v) > hi:
+        print(f"jobgate-beanstalkd: invalid value for {opt}: {v!r}", file=sys.stderr)
+        sys.exit(5)
+    return int(v)
+
+
+def parse(argv) -> tuple[Config, str | None]:
+    """Turn beanstalkd flags into a Config; returns (config, user to become or None)."""
+    try:
+        opts, rest = getopt.getopt(argv, "b:f:Fl:p:u:z:s:cnvVh")
+    except getopt.GetoptError as e:
+        print(f"jobgate-beanstalkd: {e}\n{USAGE}", file=sys.stderr)
+        sys.exit(5)
+    if rest:
+        print(f"jobgate-beanstalkd: unknown argument {rest[0]!r}\n{USAGE}", file=sys.stderr)
+        sys.exit(5)
+    cfg = Config()
+    cfg.durability = "memory"
+    cfg.log_level = "warning"
+    host, port, user, verbose = "0.0.0.0", 11300, None, 0
+    for o, v in opts:
+        if o == "-b":
+            os.makedirs(v, exist_ok=True)
+            cfg.database_url = "sqlite:///" + os.path.abspath(os.path.join(v, "jobgate.db"))
+            cfg.durability = "commit"
+        elif o == "-f":
+            if _num(o, v, 2**31) == 0:
+                cfg.sqlite_synchronous = "full"
+        elif o == "-l":
+            host = v
+        elif o == "-p":
+            port = _num(o, v, 65535)
+        elif o == "-u":
+            user = v
+        elif o == "-z":
+            cfg.beanstalk_max_job_size = _num(o, v, 2**32 - 1)
+        elif o == "-v":
+            from .cli import VERSION
+            print(f"beanstalkd 1.12 (jobgate {VERSION})")
+            sys.exit(0)
+        elif o == "-V":
+            verbose += 1
+        elif o == "-h":
+            print(USAGE)
+            sys.exit(0)
+    cfg.log_level = ("warning", "info", "debug")[min(verbose, 2)]
+    if host.startswith("unix:"):
+        cfg.listeners = [Listener("beanstalk", unix=host[5:])]
+    else:
+        cfg.listeners = [Listener("beanstalk", host, port)]
+    return cfg, user
+
+
+def _become(user: str) -> None:
+    import pwd
+    pw = pwd.getpwnam(user)
+    os.setgroups([])
+    os.setgid(pw.pw_gid)
+    os.setuid(pw.pw_uid)
+
+
+def main(argv=None) -> int:
+    """Entry point of the `jobgate-beanstalkd` console script."""
+    cfg, user = parse(sys.argv[1:] if argv is None else argv)
+    from .logs import setup
+    setup(cfg.log_level, "text")
+    from .server import run
+    ready = (lambda addrs: _become(user)) if user else None
+    run(cfg, ready=ready)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""`jobgate` command line: `jobgate serve`, `jobgate migrate`, `jobgate --version`.
+
+    jobgate serve [--config FILE] [--listen DIALECT=HOST:PORT ...] [--database URL]
+                  [--durability commit|buffered|memory] [--log-level LEVEL]
+    jobgate migrate [--config FILE] [--database URL]
+
+`--listen` is repeatable; when given, only those listeners run. Exit status: 0 after a clean stop,
+2 for a configuration error (the message names the key), 1 for a runtime failure.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .config import DURABILITY, ConfigError, load, parse_listen_flag
+
+VERSION = "0.1.0"
+
+
+def build_config(args):
+    """Config from --config plus command-line overrides. Raises ConfigError."""
+    cfg = load(getattr(args, "config", None))
+    if getattr(args, "listen", None):
+        cfg.listeners = [parse_listen_flag(v) for v in args.listen]
+    if getattr(args, "database", None):
+        cfg.database_url = args.database
+    if getattr(args, "durability", None):
+        cfg.durability = args.durability
+    if getattr(args, "log_level", None):
+        cfg.log_level = args.log_level
+    return cfg
+
+
+def main(argv=None) -> int:
+    """Entry point of the `jobgate` console script."""
+    p = argparse.ArgumentParser(prog="jobgate", description="jobgate job-queue server")
+    p.add_argument("--version", action="version", version=f"jobgate {VERSION}")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("serve", help="run the server")
+    s.add_argument("--config", help="YAML config file")
+    s.add_argument("--listen", action="append", metavar="DIALECT=HOST:PORT",
+                   help="listen address (repeatable); replaces the configured listeners")
+    s.add_argument("--database", metavar="URL", help="SQLAlchemy database URL")
+    s.add_argument("--durability", choices=DURABILITY)
+    s.add_argument("--log-level", choices=("debug", "info", "warning", "error"))
+    m = sub.add_parser("migrate", help="create or upgrade the database schema")
+    m.add_argument("--config", help="YAML config file")
+    m.add_argument("--database", metavar="URL", help="SQLAlchemy database URL")
+    args = p.parse_args(argv)
+    try:
+        cfg = build_config(args)
+    except ConfigError as e:
+        print(f"jobgate: {e}", file=sys.stderr)
+        return 2
+    from .logs import setup
+    setup(cfg.log_level, cfg.log_format)
+    if args.cmd == "migrate":
+        from core.storage import Store
+        st = Store(cfg.database_url, cfg.sqlite_synchronous)
+        st.migrate()
+        st.close()
+        print(f"jobgate: schema of {cfg.database_url} is up to date")
+        return 0
+    from .server import run
+    run(cfg)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

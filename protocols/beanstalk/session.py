@@ -1,0 +1,225 @@
+"""One beanstalk connection's state and command handling (sans-IO).
+
+`Session.handle(cmd)` takes a command tuple from parser.Parser and returns the reply bytes, or
+WAIT when a reserve must wait (the engine will call back; the gateway then calls
+`take_reply()`), or QUIT. Replies and their conditions follow the beanstalk spec
+(../shared/specs/beanstalk-protocol.txt) and beanstalkd 1.12 (../shared/reference).
+Per-connection state: the used tube, the watch list (swap-remove order, like beanstalkd's ms_*),
+the Owner that holds this connection's reservations, producer/worker flags.
+"""
+from __future__ import annotations
+
+from core.model import DEADLINE_SOON, TIMED_OUT, Job, Owner
+
+from .parser import ERROR
+from .stats import ServerInfo, to_rank, yaml_list
+
+WAIT = object()
+QUIT = object()
+
+DRAINING = b"DRAINING\r\n"
+NOT_FOUND = b"NOT_FOUND\r\n"
+R_TIMED_OUT = b"TIMED_OUT\r\n"
+R_DEADLINE_SOON = b"DEADLINE_SOON\r\n"
+JOB_TOO_BIG = b"JOB_TOO_BIG\r\n"
+
+
+def _found(word: bytes, job) -> bytes:
+    p = job.payload
+    return b"%s %d %d\r\n%s\r\n" % (word, job.id, len(p), p)
+
+
+class Session:
+    """A beanstalk client connection bound to an engine and the server-wide ServerInfo.
+
+    `on_wake` (callable, set by the I/O layer) is called when a waiting reserve has its answer.
+    Call `close()` exactly once when the connection ends: it releases the reservations.
+    """
+
+    def __init__(self, info: ServerInfo) -> None:
+        self.info = info
+        self.engine = info.engine
+        self.owner = Owner("beanstalk")
+        self.used = "default"
+        self.watch = ["default"]
+        self.engine.attach("default", "using")
+        self.engine.attach("default", "watching")
+        self.producer = False
+        self.worker = False
+        self.on_wake = None
+        self._result = None
+        info.connections += 1
+        info.total_connections += 1
+        e = self.engine
+        self._ops = {
+            b"put": self._put, b"reserve": self._reserve,
+            b"reserve-with-timeout": self._reserve_timeout, b"reserve-job": self._reserve_job,
+            b"delete": self._delete, b"release": self._release, b"bury": self._bury,
+            b"touch": self._touch, b"use": self._use, b"watch": self._watch,
+            b"ignore": self._ignore, b"peek": self._peek,
+            b"peek-ready": lambda c: self._peek_q(e.peek_ready),
+            b"peek-delayed": lambda c: self._peek_q(e.peek_delayed),
+            b"peek-buried": lambda c: self._peek_q(e.peek_buried),
+            b"kick": self._kick, b"kick-job": self._kick_job,
+            b"stats": lambda c: self.info.stats(), b"stats-job": self._stats_job,
+            b"stats-tube": self._stats_tube,
+            b"list-tubes": lambda c: yaml_list(e.queue_order),
+            b"list-tube-used": lambda c: b"USING %s\r\n" % self.used.encode(),
+            b"list-tubes-watched": lambda c: yaml_list(self.watch),
+            b"pause-tube": self._pause, b"quit": lambda c: QUIT,
+            b"put-too-big": self._too_big,
+        }
+
+    # ------------------------------------------------------------------ entry
+    def handle(self, cmd: tuple):
+        """Run one parsed command; returns reply bytes, WAIT or QUIT."""
+        op = cmd[0]
+        if op is ERROR:
+            return cmd[1]
+        cmds = self.info.cmds
+        if op in cmds:
+            cmds[op] += 1
+        return self._ops[op](cmd)
+
+    def take_reply(self) -> bytes:
+        """The reply of a reserve that returned WAIT, once `on_wake` has been called."""
+        r, self._result = self._result, None
+        return self._reserve_reply(r)
+
+    def cancel_wait(self) -> bytes | None:
+        """Abandon a waiting reserve (client half-closed): returns TIMED_OUT, or None if the
+        reserve already has its answer (then take_reply() gives it)."""
+        if self.engine.cancel_wait(self.owner):
+            return R_TIMED_OUT
+        return None
+
+    def close(self) -> None:
+        """Connection ended: release reservations and drop tube references."""
+        e = self.engine
+        e.release_owner(self.owner)
+        e.detach(self.used, "using")
+        for t in self.watch:
+            e.detach(t, "watching")
+        self.watch = []
+        info = self.info
+        info.connections -= 1
+        if self.producer:
+            info.producers -= 1
+        if self.worker:
+            info.workers -= 1
+
+    # --------------------------------------------------------------- commands
+    def _put(self, c):
+        if not self.producer:
+            self.producer = True
+            self.info.producers += 1
+        if self.engine.draining:
+            return DRAINING
+        _, pri, delay, ttr, body = c
+        job = self.engine.put(self.used, body, pri - 2147483648, delay * 1000,
+                              (ttr or 1) * 1000, "beanstalk")
+        return b"INSERTED %d\r\n" % job.id
+
+    def _too_big(self, c):
+        self.info.cmds[b"put"] += 1
+        return JOB_TOO_BIG
+
+    def _set_worker(self):
+        if not self.worker:
+            self.worker = True
+            self.info.workers += 1
+
+    def _wake(self, result) -> None:
+        self._result = result
+        if self.on_wake is not None:
+            self.on_wake()
+
+    def _reserve_reply(self, r) -> bytes:
+        if r is TIMED_OUT:
+            return R_TIMED_OUT
+        if r is DEADLINE_SOON:
+            return R_DEADLINE_SOON
+        return _found(b"RESERVED", r)
+
+    def _do_reserve(self, timeout_ms):
+        self._set_worker()
+        r = self.engine.reserve(self.owner, self.watch, timeout_ms, self._wake)
+        if r is TIMED_OUT or r is DEADLINE_SOON or type(r) is Job:
+            return self._reserve_reply(r)
+        return WAIT
+
+    def _reserve(self, c):
+        return self._do_reserve(None)
+
+    def _reserve_timeout(self, c):
+        return self._do_reserve(c[1] * 1000)
+
+    def _reserve_job(self, c):
+        job = self.engine.reserve_job(self.owner, c[1])
+        return NOT_FOUND if job is None else _found(b"RESERVED", job)
+
+    def _delete(self, c):
+        return b"DELETED\r\n" if self.engine.delete(self.owner, c[1]) else NOT_FOUND
+
+    def _release(self, c):
+        ok = self.engine.release(self.owner, c[1], to_rank(c[2]), c[3] * 1000)
+        return b"RELEASED\r\n" if ok else NOT_FOUND
+
+    def _bury(self, c):
+        return b"BURIED\r\n" if self.engine.bury(self.owner, c[1], to_rank(c[2])) else NOT_FOUND
+
+    def _touch(self, c):
+        return b"TOUCHED\r\n" if self.engine.touch(self.owner, c[1]) else NOT_FOUND
+
+    def _use(self, c):
+        name = c[1]
+        if name != self.used:
+            self.engine.attach(name, "using")
+            self.engine.detach(self.used, "using")
+            self.used = name
+        return b"USING %s\r\n" % name.encode()
+
+    def _watch(self, c):
+        name = c[1]
+        if name not in self.watch:
+            self.watch.append(name)
+            self.engine.attach(name, "watching")
+        return b"WATCHING %d\r\n" % len(self.watch)
+
+    def _ignore(self, c):
+        name = c[1]
+        w = self.watch
+        if name in w:
+            if len(w) < 2:
+                return b"NOT_IGNORED\r\n"
+            i = w.index(name)
+            last = w.pop()
+            if i < len(w):
+                w[i] = last
+            self.engine.detach(name, "watching")
+        return b"WATCHING %d\r\n" % len(w)
+
+    def _peek(self, c):
+        job = self.engine.peek(c[1])
+        return NOT_FOUND if job is None else _found(b"FOUND", job)
+
+    def _peek_q(self, fn):
+        job = fn(self.used)
+        return NOT_FOUND if job is None else _found(b"FOUND", job)
+
+    def _kick(self, c):
+        return b"KICKED %d\r\n" % self.engine.kick(self.used, c[1], "beanstalk")
+
+    def _kick_job(self, c):
+        return b"KICKED\r\n" if self.engine.kick_job(c[1], "beanstalk") else NOT_FOUND
+
+    def _stats_job(self, c):
+        job = self.engine.peek(c[1])
+        return NOT_FOUND if job is None else self.info.stats_job(job)
+
+    def _stats_tube(self, c):
+        q = self.engine.queues.get(c[1])
+        return NOT_FOUND if q is None else self.info.stats_tube(q)
+
+    def _pause(self, c):
+        return b"PAUSED\r\n" if self.engine.pause(c[1], c[2] * 1000) else NOT_FOUND

@@ -1,0 +1,169 @@
+"""Server-wide beanstalk state and the YAML bodies of stats, stats-job, stats-tube, list-*.
+
+Key order is beanstalkd 1.12's (../shared/reference/beanstalk-golden-1.12.txt). String values are
+double-quoted as beanstalkd HEAD does (version, hostname, os, platform, tube and tube names in
+stats-job / stats-tube), so YAML parsers and Node's jackd read them; see docs/beanstalk.md D1.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import resource
+import socket
+import time
+
+from core.model import BURIED, DELAYED, RESERVED
+
+#: Counted beanstalk commands, in the order stats prints them.
+CMD_KEYS = (
+    b"put", b"peek", b"peek-ready", b"peek-delayed", b"peek-buried", b"reserve",
+    b"reserve-with-timeout", b"delete", b"release", b"use", b"watch", b"ignore", b"bury", b"kick",
+    b"touch", b"stats", b"stats-job", b"stats-tube", b"list-tubes", b"list-tube-used",
+    b"list-tubes-watched", b"pause-tube",
+)
+
+PRI_OFFSET = 2**31
+PRI_MAX = 2**32 - 1
+
+
+def to_rank(pri: int) -> int:
+    """beanstalk priority (u32) -> canonical rank (DESIGN.md: r = pri - 2^31)."""
+    return pri - PRI_OFFSET
+
+
+def to_pri(rank: int) -> int:
+    """canonical rank -> beanstalk priority, clamped to 0..2^32-1."""
+    p = rank + PRI_OFFSET
+    return 0 if p < 0 else PRI_MAX if p > PRI_MAX else p
+
+
+def _quote(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _secs_left(ms: int) -> int:
+    """Whole seconds left of `ms` remaining ms, truncated as beanstalkd does with ns (>= 0)."""
+    return (ms - 1) // 1000 if ms > 0 else 0
+
+
+def ok(body: str) -> bytes:
+    """Frame a YAML body: b"OK <n>\\r\\n" + body + b"\\r\\n"."""
+    b = body.encode()
+    return b"OK %d\r\n%s\r\n" % (len(b), b)
+
+
+def yaml_list(names) -> bytes:
+    """list-tubes / list-tubes-watched reply for `names` (iterable of str)."""
+    return ok("---\n" + "".join(f"- {n}\n" for n in names))
+
+
+class ServerInfo:
+    """Process-wide beanstalk state shared by every session of one server.
+
+    cmds: counts per command (keys CMD_KEYS); connection, producer and worker counts;
+    max_job_size (bytes); version (the string stats reports, default "1.12").
+    """
+
+    def __init__(self, engine, max_job_size: int = 65535, version: str = "1.12") -> None:
+        self.engine = engine
+        self.max_job_size = max_job_size
+        self.version = version
+        self.cmds = dict.fromkeys(CMD_KEYS, 0)
+        self.connections = 0
+        self.total_connections = 0
+        self.producers = 0
+        self.workers = 0
+        self.started = time.monotonic()
+        self.id = os.urandom(8).hex()
+        u = os.uname()
+        self.hostname = socket.gethostname()
+        self.os = u.version
+        self.platform = platform.machine()
+
+    def stats(self) -> bytes:
+        """The `stats` reply."""
+        e = self.engine
+        urgent = ready = reserved = delayed = buried = 0
+        for q in e.queues.values():
+            urgent += q.urgent
+            ready += q.n_ready
+            reserved += q.n_reserved
+            delayed += q.n_delayed
+            buried += len(q.buried)
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        lines = [
+            "---",
+            f"current-jobs-urgent: {urgent}",
+            f"current-jobs-ready: {ready}",
+            f"current-jobs-reserved: {reserved}",
+            f"current-jobs-delayed: {delayed}",
+            f"current-jobs-buried: {buried}",
+        ]
+        lines += [f"cmd-{k.decode()}: {v}" for k, v in self.cmds.items()]
+        lines += [
+            f"job-timeouts: {e.job_timeouts}",
+            f"total-jobs: {e.total_jobs}",
+            f"max-job-size: {self.max_job_size}",
+            f"current-tubes: {len(e.queues)}",
+            f"current-connections: {self.connections}",
+            f"current-producers: {self.producers}",
+            f"current-workers: {self.workers}",
+            f"current-waiting: {e.waiting}",
+            f"total-connections: {self.total_connections}",
+            f"pid: {os.getpid()}",
+            f"version: {_quote(self.version)}",
+            f"rusage-utime: {int(ru.ru_utime)}.{int(ru.ru_utime * 1e6) % 1000000:06d}",
+            f"rusage-stime: {int(ru.ru_stime)}.{int(ru.ru_stime * 1e6) % 1000000:06d}",
+            f"uptime: {int(time.monotonic() - self.started)}",
+            "binlog-oldest-index: 0",
+            "binlog-current-index: 0",
+            "binlog-records-migrated: 0",
+            "binlog-records-written: 0",
+            "binlog-max-size: 10485760",
+            f"draining: {'true' if e.draining else 'false'}",
+            f"id: {self.id}",
+            f"hostname: {_quote(self.hostname)}",
+            f"os: {_quote(self.os)}",
+            f"platform: {_quote(self.platform)}",
+        ]
+        return ok("\n".join(lines) + "\n")
+
+    def stats_job(self, job) -> bytes:
+        """The `stats-job` reply for a live job."""
+        e = self.engine
+        now = e.clock.monotonic_ms()
+        st = job.state
+        if st is RESERVED:
+            left = _secs_left(job.deadline - now)
+        elif st is DELAYED:
+            left = _secs_left(job.ready_at - now)
+        else:
+            left = 0
+        age = (e.clock.wall_ms() - job.created_ms) // 1000
+        body = (
+            f"---\nid: {job.id}\ntube: {_quote(job.queue)}\nstate: {st}\n"
+            f"pri: {to_pri(job.priority)}\nage: {age if age > 0 else 0}\n"
+            f"delay: {job.delay_ms // 1000}\nttr: {job.ttr_ms // 1000}\ntime-left: {left}\n"
+            f"file: 0\nreserves: {job.reserves}\ntimeouts: {job.timeouts}\n"
+            f"releases: {job.releases}\nburies: {job.buries}\nkicks: {job.kicks}\n"
+        )
+        return ok(body)
+
+    def stats_tube(self, q) -> bytes:
+        """The `stats-tube` reply for queue `q` (core.model.Queue)."""
+        now = self.engine.clock.monotonic_ms()
+        paused = q.paused_until > now
+        body = (
+            f"---\nname: {_quote(q.name)}\ncurrent-jobs-urgent: {q.urgent}\n"
+            f"current-jobs-ready: {q.n_ready}\ncurrent-jobs-reserved: {q.n_reserved}\n"
+            f"current-jobs-delayed: {q.n_delayed}\ncurrent-jobs-buried: {len(q.buried)}\n"
+            f"total-jobs: {q.total_jobs}\ncurrent-using: {q.using}\n"
+            f"current-watching: {q.watching}\ncurrent-waiting: {q.waiting}\n"
+            f"cmd-delete: {q.deletes}\ncmd-pause-tube: {q.pauses}\n"
+            f"pause: {q.pause_ms // 1000 if paused else 0}\n"
+            f"pause-time-left: {_secs_left(q.paused_until - now) if paused else 0}\n"
+        )
+        return ok(body)
+
+
+__all__ = ["ServerInfo", "CMD_KEYS", "to_rank", "to_pri", "ok", "yaml_list", "BURIED"]
