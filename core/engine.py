@@ -158,7 +158,9 @@ class Engine:
         owner.reserved[job.id] = job
         _compact(self._reserved, self.n_reserved)
         self._arm(job.deadline)
-        self._log(job, "reserve", owner.dialect)
+        j = self.journal
+        if j is not None:
+            j.record(job, "reserve", owner.dialect, False)
 
     def _leave(self, job: Job, q: Queue) -> None:
         """Take `job` out of its current state's index (its heap entries go stale)."""
@@ -199,10 +201,12 @@ class Engine:
                   self.clock.wall_ms(), dialect, uid)
         self.next_id += 1
         self.jobs[job.id] = job
-        q = self.queue(queue)
+        q = self.queues.get(queue) or self.queue(queue)
         q.total_jobs += 1
         self.total_jobs += 1
-        self._log(job, "put", dialect)
+        j = self.journal
+        if j is not None:
+            j.record(job, "put", dialect)
         if delay_ms > 0:
             self._to_delayed(job, q, self.clock.monotonic_ms() + delay_ms)
         else:

@@ -20,12 +20,15 @@ from .model import DELAYED, DELETED
 class Batch:
     """One group commit. Rows are tuples in the column order of core.schema.
 
-    number: batch sequence number (1, 2, ...); inserts / updates: job rows; deletes: job ids;
+    number: batch sequence number (1, 2, ...); inserts: new job rows with zero counters
+    (JOB_NEW_COLUMNS), inserts_full: new job rows with counters (JOB_INSERT_COLUMNS),
+    updates: job rows (JOB_UPDATE_COLUMNS); deletes: job ids (ints);
     events: job_events rows; next_id: the next job id to hand out (stored in jobgate_meta).
     """
 
     number: int
     inserts: list = field(default_factory=list)
+    inserts_full: list = field(default_factory=list)
     updates: list = field(default_factory=list)
     deletes: list = field(default_factory=list)
     events: list = field(default_factory=list)
@@ -52,13 +55,21 @@ class Journal:
         self.next_id = 1
         self.records = 0
 
-    def record(self, job, event: str, dialect: str) -> None:
-        """Note that `job` changed through `event` (put, reserve, release, ...) via `dialect`."""
-        self.dirty[job.id] = job
+    def record(self, job, event: str, dialect: str, dirty: bool = True) -> None:
+        """Note that `job` changed through `event` (put, reserve, release, ...) via `dialect`.
+
+        `dirty=False` writes only the history event, not the job row, and does not start a
+        commit: a reservation is not stored, because reserved jobs come back ready after a
+        restart anyway; its event rides with the next commit (the writer flushes lone events
+        within a second).
+        """
         if self.history:
             self.events.append((job.id, job.queue, dialect, event, self.clock.wall_ms(),
                                 job.reserves))
         self.records += 1
+        if not dirty:
+            return
+        self.dirty[job.id] = job
         if not self.pending:
             self.pending = True
             if self.on_pending is not None:
@@ -72,29 +83,37 @@ class Journal:
             if self.on_pending is not None:
                 self.on_pending()
 
+    def has_unwritten(self) -> bool:
+        """True when anything (rows or lone history events) waits for the writer."""
+        return self.pending or bool(self.events) or bool(self.dirty)
+
     def take(self, next_id: int) -> Batch:
         """Close the open batch into a Batch of row snapshots and open the next one."""
         b = Batch(self.open_batch, next_id=next_id)
         self.open_batch += 1
         now_mono = self.clock.monotonic_ms()
         now_wall = self.clock.wall_ms()
-        ins, upd, dels = b.inserts, b.updates, b.deletes
+        ins, full, upd, dels = b.inserts, b.inserts_full, b.updates, b.deletes
         for job in self.dirty.values():
             st = job.state
             if st is DELETED:
                 if job.in_db:
-                    dels.append((job.id,))
-                    job.in_db = False
+                    dels.append(job.id)
+                    job.in_db = 0
                 continue
             ready_at = now_wall + (job.ready_at - now_mono) if st is DELAYED else None
             if job.in_db:
                 upd.append((st, job.priority, ready_at, job.delay_ms, job.ttr_ms, job.reserves,
                             job.timeouts, job.releases, job.buries, job.kicks, job.id))
             else:
-                job.in_db = True
-                ins.append((job.id, job.uid, job.queue, job.payload, job.priority, st,
-                            job.created_ms, ready_at, job.delay_ms, job.ttr_ms, job.reserves,
-                            job.timeouts, job.releases, job.buries, job.kicks, job.dialect))
+                job.in_db = b.number
+                if job.reserves or job.timeouts or job.releases or job.buries or job.kicks:
+                    full.append((job.id, job.uid, job.queue, job.payload, job.priority, st,
+                                 job.created_ms, ready_at, job.delay_ms, job.ttr_ms, job.reserves,
+                                 job.timeouts, job.releases, job.buries, job.kicks, job.dialect))
+                else:
+                    ins.append((job.id, job.uid, job.queue, job.payload, job.priority, st,
+                                job.created_ms, ready_at, job.delay_ms, job.ttr_ms, job.dialect))
         b.events = self.events
         self.events = []
         self.dirty = {}

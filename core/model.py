@@ -28,7 +28,7 @@ class Job:
     delay_ms / ttr_ms (ms), ready_at (monotonic ms, while delayed), deadline (monotonic ms, while
     reserved), owner (the Owner holding the reservation), counters reserves / timeouts / releases /
     buries / kicks, dialect (str that created it), hver (heap-entry version, internal),
-    in_db (the row exists in storage, internal).
+    in_db (0, or the number of the journal batch that inserted the row: internal).
     """
 
     __slots__ = (
@@ -58,7 +58,7 @@ class Job:
         self.kicks = 0
         self.dialect = dialect
         self.hver = 0
-        self.in_db = False
+        self.in_db = 0
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"<Job {self.id} {self.queue} {self.state} pri={self.priority}>"

@@ -15,6 +15,10 @@ def restore(engine, loaded) -> int:
     Returns the number of jobs restored. Jobs whose state changed (reserved -> ready) are marked
     dirty in the engine's journal so storage catches up.
     """
+    j = engine.journal
+    if j is not None and j.open_batch == 1:
+        # batch 1 stands for "what was loaded": committed by definition
+        j.open_batch, j.committed = 2, 1
     now_mono = engine.clock.monotonic_ms()
     now_wall = engine.clock.wall_ms()
     n = 0
@@ -26,7 +30,7 @@ def restore(engine, loaded) -> int:
         job.releases = r["releases"]
         job.buries = r["buries"]
         job.kicks = r["kicks"]
-        job.in_db = True
+        job.in_db = 1
         engine.jobs[job.id] = job
         q = engine.queue(job.queue)
         q.total_jobs += 1

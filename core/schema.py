@@ -15,8 +15,8 @@ BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 jobs = sa.Table(
     "jobs", metadata,
-    sa.Column("id", sa.BigInteger, primary_key=True, autoincrement=False),
-    sa.Column("uid", sa.String(64), nullable=True, unique=True),
+    sa.Column("id", BigId, primary_key=True, autoincrement=False),
+    sa.Column("uid", sa.String(64), nullable=True),
     sa.Column("queue", sa.String(256), nullable=False),
     sa.Column("payload", sa.LargeBinary, nullable=False),
     sa.Column("priority", sa.BigInteger, nullable=False),
@@ -31,6 +31,9 @@ jobs = sa.Table(
     sa.Column("buries", sa.Integer, nullable=False, server_default="0"),
     sa.Column("kicks", sa.Integer, nullable=False, server_default="0"),
     sa.Column("dialect", sa.String(16), nullable=False),
+    # unique where set: beanstalk jobs have no uid, workq / bunqueue ids are unique
+    sa.Index("ux_jobs_uid", "uid", unique=True, sqlite_where=sa.text("uid IS NOT NULL"),
+             postgresql_where=sa.text("uid IS NOT NULL")),
 )
 
 queues = sa.Table(
@@ -48,8 +51,8 @@ job_events = sa.Table(
     sa.Column("event", sa.String(16), nullable=False),
     sa.Column("at_ms", sa.BigInteger, nullable=False),
     sa.Column("attempt", sa.Integer, nullable=False),
-    sa.Index("ix_job_events_at", "at_ms"),
-    sa.Index("ix_job_events_queue_at", "queue", "at_ms"),
+    # No secondary index: rows are appended in time order (id follows at_ms), the pipeline scans,
+    # and retention prunes by id range. Indexes here would cost a third of each group commit.
 )
 
 meta = sa.Table(
@@ -58,10 +61,13 @@ meta = sa.Table(
     sa.Column("value", sa.BigInteger, nullable=False),
 )
 
-#: Column order of Batch.inserts rows (core.journal).
+#: Column order of Batch.inserts_full rows (core.journal).
 JOB_INSERT_COLUMNS = ("id", "uid", "queue", "payload", "priority", "state", "created_ms",
                       "ready_at_ms", "delay_ms", "ttr_ms", "reserves", "timeouts", "releases",
                       "buries", "kicks", "dialect")
+#: Column order of Batch.inserts rows: new jobs whose counters are all zero (the common case).
+JOB_NEW_COLUMNS = ("id", "uid", "queue", "payload", "priority", "state", "created_ms",
+                   "ready_at_ms", "delay_ms", "ttr_ms", "dialect")
 #: Column order of Batch.updates rows; the job id comes last.
 JOB_UPDATE_COLUMNS = ("state", "priority", "ready_at_ms", "delay_ms", "ttr_ms", "reserves",
                       "timeouts", "releases", "buries", "kicks")

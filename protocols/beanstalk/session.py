@@ -33,6 +33,9 @@ class Session:
     """A beanstalk client connection bound to an engine and the server-wide ServerInfo.
 
     `on_wake` (callable, set by the I/O layer) is called when a waiting reserve has its answer.
+    `need_commit` is set when a reply must not be sent before the journal commits (a put,
+    delete, release, bury or kick succeeded, or a reserve handed out a job whose row is not yet
+    committed); the I/O layer waits for the commit and clears it.
     Call `close()` exactly once when the connection ends: it releases the reservations.
     """
 
@@ -47,6 +50,8 @@ class Session:
         self.producer = False
         self.worker = False
         self.on_wake = None
+        self.need_commit = False
+        self._journal = self.engine.journal
         self._result = None
         info.connections += 1
         info.total_connections += 1
@@ -118,6 +123,7 @@ class Session:
         _, pri, delay, ttr, body = c
         job = self.engine.put(self.used, body, pri - 2147483648, delay * 1000,
                               (ttr or 1) * 1000, "beanstalk")
+        self.need_commit = True
         return b"INSERTED %d\r\n" % job.id
 
     def _too_big(self, c):
@@ -139,6 +145,9 @@ class Session:
             return R_TIMED_OUT
         if r is DEADLINE_SOON:
             return R_DEADLINE_SOON
+        j = self._journal
+        if j is not None and (r.in_db == 0 or r.in_db > j.committed):
+            self.need_commit = True
         return _found(b"RESERVED", r)
 
     def _do_reserve(self, timeout_ms):
@@ -156,17 +165,23 @@ class Session:
 
     def _reserve_job(self, c):
         job = self.engine.reserve_job(self.owner, c[1])
-        return NOT_FOUND if job is None else _found(b"RESERVED", job)
+        return NOT_FOUND if job is None else self._reserve_reply(job)
+
+    def _mutated(self, ok: bool, reply: bytes) -> bytes:
+        if ok:
+            self.need_commit = True
+            return reply
+        return NOT_FOUND
 
     def _delete(self, c):
-        return b"DELETED\r\n" if self.engine.delete(self.owner, c[1]) else NOT_FOUND
+        return self._mutated(self.engine.delete(self.owner, c[1]), b"DELETED\r\n")
 
     def _release(self, c):
         ok = self.engine.release(self.owner, c[1], to_rank(c[2]), c[3] * 1000)
-        return b"RELEASED\r\n" if ok else NOT_FOUND
+        return self._mutated(ok, b"RELEASED\r\n")
 
     def _bury(self, c):
-        return b"BURIED\r\n" if self.engine.bury(self.owner, c[1], to_rank(c[2])) else NOT_FOUND
+        return self._mutated(self.engine.bury(self.owner, c[1], to_rank(c[2])), b"BURIED\r\n")
 
     def _touch(self, c):
         return b"TOUCHED\r\n" if self.engine.touch(self.owner, c[1]) else NOT_FOUND
@@ -208,10 +223,13 @@ class Session:
         return NOT_FOUND if job is None else _found(b"FOUND", job)
 
     def _kick(self, c):
-        return b"KICKED %d\r\n" % self.engine.kick(self.used, c[1], "beanstalk")
+        n = self.engine.kick(self.used, c[1], "beanstalk")
+        if n:
+            self.need_commit = True
+        return b"KICKED %d\r\n" % n
 
     def _kick_job(self, c):
-        return b"KICKED\r\n" if self.engine.kick_job(c[1], "beanstalk") else NOT_FOUND
+        return self._mutated(self.engine.kick_job(c[1], "beanstalk"), b"KICKED\r\n")
 
     def _stats_job(self, c):
         job = self.engine.peek(c[1])
