@@ -1,0 +1,38 @@
+# jobgate developer entry points. Each target creates .venv when it is missing.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTHON ?= python3
+
+.PHONY: serve test deps bench conformance clean
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+## serve: run jobgate on 127.0.0.1:11300 with SQLite in ./jobgate.db (durability: commit)
+serve: $(VENV)/.installed
+	$(VENV)/bin/jobgate serve
+
+## deps: system packages the test suite compares against (Debian's beanstalkd), when root
+deps:
+	@command -v beanstalkd >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq beanstalkd >/dev/null; \
+	  else echo "note: beanstalkd not installed; the differential conformance tests will skip"; fi; }
+
+## test: the whole test suite (PostgreSQL variants run when JOBGATE_TEST_PG_URL is set)
+test: $(VENV)/.installed deps
+	$(PY) -m pytest -q
+
+## bench: load benchmark against jobgate and beanstalkd (never part of the tests)
+bench: $(VENV)/.installed
+	$(PY) benchmarks/beanstalk_load.py
+
+## conformance: differential run of the beanstalk scenarios against beanstalkd and jobgate
+conformance: $(VENV)/.installed deps
+	$(PY) -m conformance.differential
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis

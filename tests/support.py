@@ -1,0 +1,141 @@
+"""Helpers for tests: run a real jobgate server in a subprocess on 127.0.0.1, talk raw beanstalk.
+
+Everything here uses real sockets and real processes; every process started is stopped.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def free_port() -> int:
+    """An unused TCP port on 127.0.0.1 (bind to 0, read, close)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, proc: subprocess.Popen | None = None, timeout: float = 15.0) -> None:
+    """Wait until 127.0.0.1:port accepts connections. Raises RuntimeError on timeout/exit."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.01)
+    raise RuntimeError(f"port {port} not listening after {timeout}s")
+
+
+class Server:
+    """A jobgate server subprocess: `jobgate serve` with the given database and durability.
+
+    Attributes: port, proc, url. `stop()` sends SIGTERM and waits; `kill()` sends SIGKILL.
+    """
+
+    def __init__(self, url: str | None, durability: str = "commit", port: int | None = None,
+                 extra: list[str] | None = None, cwd: str | None = None) -> None:
+        self.port = port or free_port()
+        self.url = url
+        args = [sys.executable, "-m", "gateway.cli", "serve", "--listen",
+                f"beanstalk=127.0.0.1:{self.port}", "--durability", durability,
+                "--log-level", "warning"]
+        if url:
+            args += ["--database", url]
+        args += extra or []
+        env = dict(os.environ, PYTHONPATH=ROOT)
+        self.proc = subprocess.Popen(args, cwd=cwd or ROOT, env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
+        try:
+            wait_port(self.port, self.proc)
+        except RuntimeError:
+            out, err = self.stop()
+            raise RuntimeError(f"server did not start: {err.decode(errors='replace')}")
+
+    def stop(self, timeout: float = 20):
+        """SIGTERM, wait; returns (stdout, stderr) bytes."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.communicate()
+
+    def kill(self) -> None:
+        """SIGKILL now and reap."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.communicate()
+
+
+class Raw:
+    """A raw beanstalk connection with a reply-frame reader (bytes in, bytes out)."""
+
+    def __init__(self, port: int, host: str = "127.0.0.1", timeout: float = 5.0) -> None:
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.buf = b""
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def _fill(self) -> None:
+        d = self.sock.recv(65536)
+        if not d:
+            raise EOFError("connection closed")
+        self.buf += d
+
+    def reply(self) -> bytes:
+        """One reply frame: a line, plus the body for RESERVED/FOUND/OK."""
+        while b"\r\n" not in self.buf:
+            self._fill()
+        i = self.buf.index(b"\r\n")
+        line = self.buf[:i]
+        parts = line.split(b" ")
+        n = 0
+        if parts[0] in (b"RESERVED", b"FOUND") and len(parts) == 3:
+            n = int(parts[2]) + 2
+        elif parts[0] == b"OK" and len(parts) == 2:
+            n = int(parts[1]) + 2
+        while len(self.buf) < i + 2 + n:
+            self._fill()
+        frame, self.buf = self.buf[:i + 2 + n], self.buf[i + 2 + n:]
+        return frame
+
+    def cmd(self, data: bytes) -> bytes:
+        """Send one command and return its reply frame."""
+        self.send(data)
+        return self.reply()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def pg_admin_url() -> str | None:
+    """JOBGATE_TEST_PG_URL (e.g. postgresql+psycopg://postgres@127.0.0.1:5432/test) or None."""
+    return os.environ.get("JOBGATE_TEST_PG_URL") or None
+
+
+def make_pg_database(admin_url: str) -> tuple[str, callable]:
+    """Create a fresh database on the server of `admin_url`; returns (its URL, drop function)."""
+    import sqlalchemy as sa
+    name = "jobgate_t_" + uuid.uuid4().hex[:12]
+    eng = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with eng.connect() as c:
+        c.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    url = sa.make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+
+    def drop() -> None:
+        with eng.connect() as c:
+            c.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        eng.dispose()
+    return url, drop
