@@ -1,0 +1,144 @@
+"""Waiting reserves and timed work of the engine (split from core.engine).
+
+`Scheduling` is the base of core.engine.Engine: it keeps the waiters (per-queue FIFO deques, served
+longest-waiter first) and the timer heaps, and runs due work in `tick()`. Times are monotonic ms.
+Timed work: delayed -> ready, TTR expiry (reserved -> ready, counts a timeout), reserve timeouts
+(TIMED_OUT), the DEADLINE_SOON safety margin of a waiting owner, the end of a queue pause.
+"""
+from __future__ import annotations
+
+from heapq import heappop, heappush
+
+from .model import DEADLINE_SOON, TIMED_OUT, Owner, Waiter
+
+#: The last second of a reservation's TTR is a safety margin (beanstalk protocol, "reserve").
+SAFETY_MARGIN_MS = 1000
+_INF = float("inf")
+
+
+class Scheduling:
+    """Waiters and timers; expects the Engine attributes (queues, clock, heaps, counters)."""
+
+    def _arm(self, at) -> None:
+        if at < self._wake_at:
+            self._wake_at = at
+            if self.wakeup is not None:
+                self.wakeup()
+
+    def _wait(self, owner: Owner, qs: list, now: int, timeout_ms, soonest, callback):
+        """Register a Waiter for `owner` on queues `qs` (timeout_ms: None = forever; soonest:
+        the owner's earliest reservation deadline or None) with its timers; returns it."""
+        self._seq += 1
+        w = Waiter(owner, qs, None if timeout_ms is None else now + timeout_ms, callback, self._seq)
+        owner.waiter = w
+        for q in qs:
+            q.waiters.append(w)
+            q.waiting += 1
+        self.waiting += 1
+        if w.timeout_at is not None:
+            heappush(self._timers, (w.timeout_at, w.seq, 0, w))
+            self._arm(w.timeout_at)
+        if soonest is not None:
+            at = soonest - SAFETY_MARGIN_MS
+            heappush(self._timers, (at, w.seq, 1, w))
+            self._arm(at)
+        return w
+
+    def _finish_waiter(self, w: Waiter) -> None:
+        w.done = True
+        w.owner.waiter = None
+        self.waiting -= 1
+        for q in w.queues:
+            q.waiting -= 1
+            dq = q.waiters
+            while dq and dq[0].done:
+                dq.popleft()
+            if len(dq) > 2 * q.waiting + 16:
+                live = [x for x in dq if not x.done]
+                dq.clear()
+                dq.extend(live)
+            self._gc(q)
+
+    def cancel_wait(self, owner: Owner) -> bool:
+        """Withdraw the owner's waiting reserve without calling its callback; True if one was."""
+        w = owner.waiter
+        if w is None or w.done:
+            return False
+        self._finish_waiter(w)
+        return True
+
+    def _dispatch(self, q: Queue) -> None:
+        """Give ready jobs of `q` to its waiters, longest waiter first."""
+        now = self.clock.monotonic_ms()
+        if q.paused_until > now:
+            return
+        dq = q.waiters
+        while q.n_ready and dq:
+            w = dq.popleft()
+            if w.done:
+                continue
+            # The waiter may watch a more urgent ready job elsewhere only if that job is paused or
+            # arrived in this same instant; serving from `q` keeps longest-waiter-first exact.
+            job = self._pop_ready(q)
+            self._finish_waiter(w)
+            self._to_reserved(job, q, w.owner, now)
+            w.callback(job)
+
+    # ----------------------------------------------------------------- timers
+    def next_due(self):
+        """Monotonic ms of the earliest timer, or None when there is none."""
+        due = _INF
+        for h in (self._delayed, self._reserved, self._timers, self._pauses):
+            if h and h[0][0] < due:
+                due = h[0][0]
+        self._wake_at = due
+        return None if due is _INF else due
+
+    def tick(self) -> None:
+        """Run every timer due at the clock's current time."""
+        now = self.clock.monotonic_ms()
+        h = self._delayed
+        while h and h[0][0] <= now:
+            e = heappop(h)
+            job = e[3]
+            if job.hver == e[2]:
+                q = self.queues[job.queue]
+                self._leave(job, q)
+                self._log(job, "ready", "jobgate")
+                self._to_ready(job, q)
+        h = self._reserved
+        while h and h[0][0] <= now:
+            e = heappop(h)
+            job = e[3]
+            if job.hver == e[2]:
+                q = self.queues[job.queue]
+                self._leave(job, q)
+                job.timeouts += 1
+                self.job_timeouts += 1
+                self._log(job, "timeout", "jobgate")
+                self._to_ready(job, q)
+        h = self._timers
+        while h and h[0][0] <= now:
+            _, _, kind, w = heappop(h)
+            if w.done:
+                continue
+            if kind == 0:
+                self._finish_waiter(w)
+                w.callback(TIMED_OUT)
+                continue
+            soonest = self._soonest_deadline(w.owner)
+            if soonest is None:
+                continue
+            if now >= soonest - SAFETY_MARGIN_MS:
+                self._finish_waiter(w)
+                w.callback(DEADLINE_SOON)
+            else:
+                heappush(h, (soonest - SAFETY_MARGIN_MS, w.seq, 1, w))
+        h = self._pauses
+        while h and h[0][0] <= now:
+            until, _, name = heappop(h)
+            q = self.queues.get(name)
+            if q is not None and q.paused_until == until:
+                q.paused_until = 0
+                if q.waiting:
+                    self._dispatch(q)
