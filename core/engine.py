@@ -196,6 +196,8 @@ class Engine(Scheduling):
         self.total_jobs += 1
         j = self.journal
         if j is not None:
+            if queue not in j.known_queues:
+                j.queue_seen(queue)
             j.record(job, "put", dialect)
         if delay_ms > 0:
             self._to_delayed(job, q, self.clock.monotonic_ms() + delay_ms)

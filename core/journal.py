@@ -23,7 +23,7 @@ class Batch:
     number: batch sequence number (1, 2, ...); inserts: new job rows with zero counters
     (JOB_NEW_COLUMNS), inserts_full: new job rows with counters (JOB_INSERT_COLUMNS),
     updates: job rows (JOB_UPDATE_COLUMNS); deletes: job ids (ints);
-    events: job_events rows; next_id: the next job id to hand out (stored in jobgate_meta).
+    events: job_events rows; queues: (name, created_ms) of queues first used; next_id: the next job id to hand out (stored in jobgate_meta).
     """
 
     number: int
@@ -54,6 +54,13 @@ class Journal:
         self.on_pending = None
         self.next_id = 1
         self.records = 0
+        self.known_queues: set[str] = set()
+        self.new_queues: list = []
+
+    def queue_seen(self, name: str) -> None:
+        """Record the first job of queue `name` in this process (queues table, idempotent)."""
+        self.known_queues.add(name)
+        self.new_queues.append((name, self.clock.wall_ms()))
 
     def record(self, job, event: str, dialect: str, dirty: bool = True) -> None:
         """Note that `job` changed through `event` (put, reserve, release, ...) via `dialect`.
@@ -116,6 +123,8 @@ class Journal:
                                 job.created_ms, ready_at, job.delay_ms, job.ttr_ms, job.dialect))
         b.events = self.events
         self.events = []
+        if self.new_queues:
+            b.queues, self.new_queues = self.new_queues, []
         self.dirty = {}
         self.pending = False
         return b

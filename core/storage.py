@@ -93,6 +93,12 @@ class Store:
         self._sql_events = ins(schema.job_events.name, schema.EVENT_COLUMNS)
         p2 = _placeholders(ps, 2)
         self._wconn = None
+        if self.is_sqlite:
+            from sqlalchemy.dialects.sqlite import insert as dialect_insert
+        else:
+            from sqlalchemy.dialects.postgresql import insert as dialect_insert
+        self._queue_upsert = dialect_insert(schema.queues).on_conflict_do_nothing(
+            index_elements=["name"])
         self._sql_next_id = f"UPDATE {schema.meta.name} SET value = {p2[0]} WHERE key = {p2[1]}"
 
     def migrate(self) -> None:
@@ -138,6 +144,8 @@ class Store:
                                  tuple(v for r in chunk for v in r))
 
     def _write(self, conn, batch) -> None:
+        if batch.queues:
+            conn.execute(self._queue_upsert, [{"name": n, "created_ms": t} for n, t in batch.queues])
         if batch.inserts:
             self._many(conn, self._sql_insert, len(schema.JOB_NEW_COLUMNS), batch.inserts)
         if batch.inserts_full:
@@ -190,4 +198,10 @@ class Store:
         if self._wconn is not None:
             self._wconn.close()
             self._wconn = None
+        if self.is_sqlite:
+            from sqlalchemy.dialects.sqlite import insert as dialect_insert
+        else:
+            from sqlalchemy.dialects.postgresql import insert as dialect_insert
+        self._queue_upsert = dialect_insert(schema.queues).on_conflict_do_nothing(
+            index_elements=["name"])
         self.engine.dispose()

@@ -72,6 +72,20 @@ class Runtime:
             with anyio.move_on_after(delay):
                 await self._tick.wait()
 
+    async def _retention(self) -> None:
+        """Prune job_events older than history.retention_days: a minute after start, then hourly."""
+        import anyio.to_thread
+        days = self.config.history_retention_days
+        await anyio.sleep(60)
+        while True:
+            before = self.clock.wall_ms() - days * 86_400_000
+            try:
+                n = await anyio.to_thread.run_sync(self.store.prune_events, before)
+                event(log, "history pruned", rows=n, retention_days=days)
+            except Exception:  # a failed prune must not stop the server; it retries in an hour
+                log.exception("history pruning failed")
+            await anyio.sleep(3600)
+
     async def _signals(self, tg) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGUSR1) as sigs:
             async for s in sigs:
@@ -111,6 +125,8 @@ class Runtime:
                 if self.config.durability == "commit":
                     self.durable = self.writer.durable
                 tg.start_soon(self.writer.run)
+                if self.config.history_retention_days > 0:
+                    tg.start_soon(self._retention)
             tg.start_soon(self._ticker)
             tg.start_soon(self._signals, tg)
             listeners = []
