@@ -9,8 +9,15 @@ the command name as bytes (b"put", b"reserve", ...) followed by its parsed argum
     (b"peek-ready",)  (b"peek-delayed",)  (b"peek-buried",)  (b"kick", bound)  (b"kick-job", id)
     (b"stats",)  (b"stats-job", id)  (b"stats-tube", tube)  (b"list-tubes",)
     (b"list-tube-used",)  (b"list-tubes-watched",)  (b"pause-tube", tube, delay_s)  (b"quit",)
-    (b"put-too-big",)      a put whose body exceeded max_job_size (body skipped; JOB_TOO_BIG)
     (ERROR, reply_bytes)   malformed input, with the exact reply (BAD_FORMAT, ...)
+    (COUNTED, op, reply_bytes, producer, uses_id)
+                           a command that failed after its arguments parsed, which beanstalkd
+                           still counts in cmd-<op> (and, if `producer`, marks the connection a
+                           producer): put with trailing garbage (BAD_FORMAT), put over
+                           max_job_size (counted when its line is read, reply b"" then; the
+                           JOB_TOO_BIG error follows once the body is skipped), put with a bad
+                           trailer (EXPECTED_CRLF, producer; like beanstalkd it used up a job
+                           id: `uses_id`), pause-tube with an invalid name.
 
 Tube names are str (ASCII). Seconds stay seconds here; the session converts to ms.
 
@@ -31,6 +38,7 @@ The buffer never holds more than max(line_max, max_job_size + 2) unconsumed byte
 from __future__ import annotations
 
 ERROR = b"error"
+COUNTED = b"counted"
 BAD_FORMAT = b"BAD_FORMAT\r\n"
 UNKNOWN_COMMAND = b"UNKNOWN_COMMAND\r\n"
 EXPECTED_CRLF = b"EXPECTED_CRLF\r\n"
@@ -42,7 +50,11 @@ NAME_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 
 _BAD = (ERROR, BAD_FORMAT)
 _UNKNOWN = (ERROR, UNKNOWN_COMMAND)
-_EXPECTED_CRLF = (ERROR, EXPECTED_CRLF)
+_EXPECTED_CRLF = (COUNTED, b"put", EXPECTED_CRLF, True, True)
+_JOB_TOO_BIG = (ERROR, b"JOB_TOO_BIG\r\n")
+_PUT_TOO_BIG = (COUNTED, b"put", b"", False, False)
+_PUT_TRAILING = (COUNTED, b"put", BAD_FORMAT, False, False)
+_PAUSE_BAD_NAME = (COUNTED, b"pause-tube", BAD_FORMAT, False, False)
 
 # States
 _COMMAND, _ENDLINE, _BODY, _SKIP = 0, 1, 2, 3
@@ -152,10 +164,14 @@ def parse_line(line: bytes):
         j = i
         while j < n and line[j] in NAME_CHARS:
             j += 1
-        if j == i or line[i] == 45:
+        if j == i:
             return _BAD
         r = read_uint(line, j, U32, True)
-        return _BAD if r is None else (b"pause-tube", line[i:j].decode("ascii"), r[0])
+        if r is None:
+            return _BAD
+        if line[i] == 45 or j - i > MAX_TUBE_NAME:   # checked after counting, as beanstalkd
+            return _PAUSE_BAD_NAME
+        return (b"pause-tube", line[i:j].decode("ascii"), r[0])
     return _UNKNOWN
 
 
@@ -207,6 +223,8 @@ class Parser:
                         cmd = self._parse_put(line)
                         if cmd is not None:
                             out.append(cmd)
+                            if cmd is _PUT_TOO_BIG:
+                                self._skip_reply = _JOB_TOO_BIG
                     else:
                         out.append(parse_line(line))
                     continue
@@ -243,7 +261,8 @@ class Parser:
         return out
 
     def _parse_put(self, line: bytes):
-        """Parse a put line; returns an error/too-big command, or None after entering _BODY."""
+        """Parse a put line; returns an error or counted-error command, or None after entering
+        _BODY (the put command is emitted once its body is complete)."""
         parts = line.split(b" ")
         if len(parts) == 5:  # fast path: single spaces, plain digits
             _, pa, pb, pc, pd = parts
@@ -253,8 +272,7 @@ class Parser:
                     if size > self.max_job_size:
                         self.state = _SKIP
                         self._need = size + 2
-                        self._skip_reply = (b"put-too-big",)
-                        return None
+                        return _PUT_TOO_BIG
                     self.state = _BODY
                     self._need = size + 2
                     self._put = (pri, delay, ttr)
@@ -271,10 +289,9 @@ class Parser:
         if size > self.max_job_size:
             self.state = _SKIP
             self._need = size + 2
-            self._skip_reply = (b"put-too-big",)
-            return None
+            return _PUT_TOO_BIG
         if d[1] != len(line):
-            return _BAD
+            return _PUT_TRAILING
         self.state = _BODY
         self._need = size + 2
         self._put = (a[0], b[0], c[0])

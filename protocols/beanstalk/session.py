@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from core.model import DEADLINE_SOON, TIMED_OUT, Job, Owner
 
-from .parser import ERROR
+from .parser import COUNTED, ERROR
 from .stats import ServerInfo, to_rank, yaml_list
 
 WAIT = object()
@@ -21,7 +21,6 @@ DRAINING = b"DRAINING\r\n"
 NOT_FOUND = b"NOT_FOUND\r\n"
 R_TIMED_OUT = b"TIMED_OUT\r\n"
 R_DEADLINE_SOON = b"DEADLINE_SOON\r\n"
-JOB_TOO_BIG = b"JOB_TOO_BIG\r\n"
 
 
 def _found(word: bytes, job) -> bytes:
@@ -72,15 +71,25 @@ class Session:
             b"list-tube-used": lambda c: b"USING %s\r\n" % self.used.encode(),
             b"list-tubes-watched": lambda c: yaml_list(self.watch),
             b"pause-tube": self._pause, b"quit": lambda c: QUIT,
-            b"put-too-big": self._too_big,
         }
 
     # ------------------------------------------------------------------ entry
     def handle(self, cmd: tuple):
-        """Run one parsed command; returns reply bytes, WAIT or QUIT."""
+        """Run one parsed command; returns reply bytes, WAIT or QUIT.
+
+        The bytes may be empty: a put over max_job_size is counted when its line is read and
+        answers JOB_TOO_BIG only after its body has been skipped (a later command tuple).
+        """
         op = cmd[0]
         if op is ERROR:
             return cmd[1]
+        if op is COUNTED:
+            self.info.cmds[cmd[1]] += 1
+            if cmd[3]:
+                self._set_producer()
+            if cmd[4]:
+                self.engine.next_id += 1   # beanstalkd made the job before reading its body
+            return cmd[2]
         cmds = self.info.cmds
         if op in cmds:
             cmds[op] += 1
@@ -114,21 +123,21 @@ class Session:
             info.workers -= 1
 
     # --------------------------------------------------------------- commands
-    def _put(self, c):
+    def _set_producer(self):
         if not self.producer:
             self.producer = True
             self.info.producers += 1
+
+    def _put(self, c):
+        self._set_producer()
         if self.engine.draining:
+            self.engine.next_id += 1   # beanstalkd made the job before refusing it
             return DRAINING
         _, pri, delay, ttr, body = c
         job = self.engine.put(self.used, body, pri - 2147483648, delay * 1000,
                               (ttr or 1) * 1000, "beanstalk")
         self.need_commit = True
         return b"INSERTED %d\r\n" % job.id
-
-    def _too_big(self, c):
-        self.info.cmds[b"put"] += 1
-        return JOB_TOO_BIG
 
     def _set_worker(self):
         if not self.worker:
@@ -164,6 +173,7 @@ class Session:
         return self._do_reserve(c[1] * 1000)
 
     def _reserve_job(self, c):
+        self._set_worker()
         job = self.engine.reserve_job(self.owner, c[1])
         return NOT_FOUND if job is None else self._reserve_reply(job)
 
