@@ -383,7 +383,12 @@ class Engine(Scheduling):
         q.paused_until = now + delay_ms if delay_ms > 0 else 0
         if delay_ms > 0:
             self._seq += 1
-            heappush(self._pauses, (q.paused_until, self._seq, queue))
+            h = self._pauses
+            if len(h) > 2 * len(self.queues) + 1024:   # superseded pauses: drop them
+                qs = self.queues
+                h[:] = [e for e in h if e[2] in qs and qs[e[2]].paused_until == e[0]]
+                heapify(h)
+            heappush(h, (q.paused_until, self._seq, queue))
             self._arm(q.paused_until)
         elif q.waiting:
             self._dispatch(q)

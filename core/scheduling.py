@@ -7,7 +7,7 @@ Timed work: delayed -> ready, TTR expiry (reserved -> ready, counts a timeout), 
 """
 from __future__ import annotations
 
-from heapq import heappop, heappush
+from heapq import heapify, heappop, heappush
 
 from .model import DEADLINE_SOON, TIMED_OUT, Owner, Waiter
 
@@ -35,6 +35,10 @@ class Scheduling:
             q.waiters.append(w)
             q.waiting += 1
         self.waiting += 1
+        h = self._timers
+        if len(h) > 4 * self.waiting + 1024:   # entries of served waiters: drop them
+            h[:] = [e for e in h if not e[3].done]
+            heapify(h)
         if w.timeout_at is not None:
             heappush(self._timers, (w.timeout_at, w.seq, 0, w))
             self._arm(w.timeout_at)
@@ -80,8 +84,8 @@ class Scheduling:
             # The waiter may watch a more urgent ready job elsewhere only if that job is paused or
             # arrived in this same instant; serving from `q` keeps longest-waiter-first exact.
             job = self._pop_ready(q)
-            self._finish_waiter(w)
-            self._to_reserved(job, q, w.owner, now)
+            self._to_reserved(job, q, w.owner, now)   # first: the queue now holds the job,
+            self._finish_waiter(w)                     # so dropping the waiter can't GC it
             w.callback(job)
 
     # ----------------------------------------------------------------- timers

@@ -93,6 +93,7 @@ class Store:
         self._sql_events = ins(schema.job_events.name, schema.EVENT_COLUMNS)
         p2 = _placeholders(ps, 2)
         self._wconn = None
+        self._stored_next_id = 0
         if self.is_sqlite:
             from sqlalchemy.dialects.sqlite import insert as dialect_insert
         else:
@@ -113,6 +114,7 @@ class Store:
                     conn.execute(sa.select(schema.jobs).order_by(schema.jobs.c.id))]
             nid = conn.execute(sa.select(schema.meta.c.value)
                                .where(schema.meta.c.key == "next_id")).scalar()
+        self._stored_next_id = max(self._stored_next_id, nid or 0)
         top = rows[-1]["id"] + 1 if rows else 1
         return Loaded(rows, max(nid or 1, top))
 
@@ -128,6 +130,7 @@ class Store:
         try:
             with conn.begin():
                 self._write(conn, batch)
+            self._stored_next_id = max(self._stored_next_id, batch.next_id)
         except Exception:
             self._wconn = None
             conn.invalidate()
@@ -151,7 +154,7 @@ class Store:
         if batch.inserts_full:
             self._many(conn, self._sql_insert_full, len(schema.JOB_INSERT_COLUMNS),
                        batch.inserts_full)
-        if batch.inserts or batch.inserts_full:
+        if batch.next_id > self._stored_next_id:   # also when new jobs were coalesced away
             conn.exec_driver_sql(self._sql_next_id, (batch.next_id, "next_id"))
         if batch.updates:
             conn.exec_driver_sql(self._sql_update, batch.updates)
