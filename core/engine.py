@@ -386,7 +386,12 @@ class Engine(Scheduling):
             h = self._pauses
             if len(h) > 2 * len(self.queues) + 1024:   # superseded pauses: drop them
                 qs = self.queues
-                h[:] = [e for e in h if e[2] in qs and qs[e[2]].paused_until == e[0]]
+                newest: dict = {}   # queue name -> its latest (until, seq, name) entry
+                for e in h:
+                    if e[2] in qs and qs[e[2]].paused_until == e[0]:
+                        if e[2] not in newest or e[1] > newest[e[2]][1]:
+                            newest[e[2]] = e
+                h[:] = list(newest.values())
                 heapify(h)
             heappush(h, (q.paused_until, self._seq, queue))
             self._arm(q.paused_until)
