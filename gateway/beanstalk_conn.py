@@ -4,7 +4,8 @@ mutating commands are sent only after their batch committed (durability: commit)
 
 A reserve that must wait keeps reading the socket: end of input (client half-closed or gone)
 withdraws the reserve and answers TIMED_OUT (beanstalk spec, "reserve"); bytes that arrive are
-kept and parsed after the reserve is answered.
+kept (bounded) and their commands answered after the reserve, then, after end of input, the
+connection closes.
 """
 from __future__ import annotations
 
@@ -22,15 +23,30 @@ _CLOSED = (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceErr
            ConnectionError, OSError)
 
 
+#: While a reserve waits, at most this many bytes of the client's further input are held
+#: (then reading pauses until the reserve is answered: backpressure, not unbounded memory).
+WAIT_STASH_MAX = 1 << 20
+
+
 async def _wait_reserve(sess: Session, stream):
-    """Wait for a pending reserve. Returns (reply bytes, extra bytes read, eof seen)."""
+    """Wait for a pending reserve while still watching the socket.
+
+    Bytes that arrive are stashed (up to WAIT_STASH_MAX) for after the reply; end of input
+    (half-close or close) withdraws the reserve, which answers TIMED_OUT.
+    Returns (reply bytes, stashed bytes, eof seen).
+    """
+    if sess.has_reply():   # answered while earlier replies were being sent
+        return sess.take_reply(), b"", False
     ev = anyio.Event()
     sess.on_wake = ev.set
-    st = {"data": b"", "eof": False, "reply": None}
+    st = {"data": [], "size": 0, "eof": False, "reply": None}
 
     async def reader():
         try:
-            st["data"] = await stream.receive(65536)
+            while st["size"] < WAIT_STASH_MAX:
+                d = await stream.receive(65536)
+                st["data"].append(d)
+                st["size"] += len(d)
         except _CLOSED:
             st["eof"] = True
             r = sess.cancel_wait()
@@ -44,7 +60,7 @@ async def _wait_reserve(sess: Session, stream):
         tg.cancel_scope.cancel()
     sess.on_wake = None
     reply = st["reply"] if st["reply"] is not None else sess.take_reply()
-    return reply, st["data"], st["eof"]
+    return reply, b"".join(st["data"]), st["eof"]
 
 
 async def _send(sess: Session, stream, out: list, durable) -> None:
@@ -67,8 +83,9 @@ async def serve(stream, runtime) -> None:
     sess = Session(info)
     parser = Parser(cfg.beanstalk_max_job_size, cfg.beanstalk_line_max)
     durable = runtime.durable
+    eof = False
     try:
-        while True:
+        while not eof:
             try:
                 data = await stream.receive(65536)
             except _CLOSED:
@@ -84,13 +101,14 @@ async def serve(stream, runtime) -> None:
                     await _send(sess, stream, out, durable)
                     return
                 # WAIT: answer what came before, then wait for the engine (or EOF)
+                if eof:   # input already ended: a reserve cannot wait (beanstalk: TIMED_OUT)
+                    r = sess.cancel_wait()
+                    out.append(r if r is not None else sess.take_reply())
+                    continue
                 await _send(sess, stream, out, durable)
                 out = []
                 reply, extra, eof = await _wait_reserve(sess, stream)
                 out.append(reply)
-                if eof:
-                    await _send(sess, stream, out, durable)
-                    return
                 if extra:
                     cmds.extend(parser.feed(extra))
             await _send(sess, stream, out, durable)

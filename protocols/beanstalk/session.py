@@ -95,6 +95,10 @@ class Session:
             cmds[op] += 1
         return self._ops[op](cmd)
 
+    def has_reply(self) -> bool:
+        """True when a reserve that returned WAIT already has its answer (take_reply())."""
+        return self._result is not None
+
     def take_reply(self) -> bytes:
         """The reply of a reserve that returned WAIT, once `on_wake` has been called."""
         r, self._result = self._result, None
