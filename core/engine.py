@@ -237,8 +237,12 @@ class Engine(Scheduling):
             return job
         soonest = self._soonest_deadline(owner) if owner.reserved else None
         if soonest is not None and now >= soonest - SAFETY_MARGIN_MS:
+            for q in qs:   # answered at once: queues created just for this reserve go again
+                self._gc(q)
             return DEADLINE_SOON
         if timeout_ms == 0:
+            for q in qs:
+                self._gc(q)
             return TIMED_OUT
         return self._wait(owner, qs, now, timeout_ms, soonest, callback)
 

@@ -115,6 +115,8 @@ async def serve(stream, runtime) -> None:
     except _CLOSED:
         return
     finally:
+        if parser.in_body():
+            sess.unfinished_put()
         sess.close()
         with anyio.CancelScope(shield=True):
             try:

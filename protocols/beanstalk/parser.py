@@ -193,6 +193,10 @@ class Parser:
         self._put = None
         self._skip_reply = None
 
+    def in_body(self) -> bool:
+        """True while a put's body is still being read (the put line was accepted)."""
+        return self.state == _BODY
+
     def buffered(self) -> int:
         """Bytes held but not yet consumed (bounded by max(line_max, max_job_size + 2))."""
         return len(self.buf)

@@ -111,6 +111,12 @@ class Session:
             return R_TIMED_OUT
         return None
 
+    def unfinished_put(self) -> None:
+        """The connection ended inside a put's body: beanstalkd had already counted the put
+        and made its job (using an id) when the line arrived, so do the same."""
+        self.info.cmds[b"put"] += 1
+        self.engine.next_id += 1
+
     def close(self) -> None:
         """Connection ended: release reservations and drop tube references."""
         e = self.engine

@@ -1,0 +1,16 @@
+"""Dialect conformance suites for jobgate.
+
+Each suite is a list of scenarios that run over real sockets against any host:port, so the same
+scenario can be played against a reference server (beanstalkd 1.12) and against jobgate and the
+replies compared byte for byte.
+
+Modules:
+
+- ``framing``           beanstalk reply framing and the blocking socket reader used by the runner.
+- ``scenario``          the scenario data model (steps, read modes, expectations) and the runner.
+- ``servers``           start/stop a server process on a free 127.0.0.1 port.
+- ``normalize``         masking of volatile stats values and comparison of step outcomes.
+- ``known_differences`` the documented, intended differences of jobgate (D1..D5) as data.
+- ``beanstalk``         the beanstalk scenario suite registry and its CLI (check one server).
+- ``differential``      beanstalkd vs jobgate, scenario by scenario, and its CLI.
+"""

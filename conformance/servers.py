@@ -1,0 +1,185 @@
+"""Start and stop a server process on a free 127.0.0.1 port.
+
+Every process started here is stopped here: SIGKILL by PID, then wait. Nothing is killed by
+name. All durations are seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal as _signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+__all__ = [
+    "HOST",
+    "BEANSTALKD",
+    "beanstalkd_cmd",
+    "jobgate_cmd",
+    "free_port",
+    "ServerError",
+    "ServerProcess",
+    "parse_cmd_template",
+]
+
+HOST = "127.0.0.1"
+BEANSTALKD = "/usr/bin/beanstalkd"
+
+
+def beanstalkd_cmd(port: int, flags: tuple[str, ...] = (), binary: str = BEANSTALKD) -> list[str]:
+    """argv for the reference server: ``beanstalkd -l 127.0.0.1 -p PORT [flags]``."""
+    return [binary, "-l", HOST, "-p", str(port), *flags]
+
+
+def jobgate_cmd(port: int, flags: tuple[str, ...] = ()) -> list[str]:
+    """argv for jobgate's beanstalkd-compatible CLI (accepts beanstalkd's flags)."""
+    return [sys.executable, "-m", "gateway.beanstalkd_cli", "-l", HOST, "-p", str(port), *flags]
+
+
+def parse_cmd_template(template: str):
+    """Turn a shell-like template with ``{port}`` and ``{flags}`` placeholders into a function
+    ``(port: int, flags: tuple[str, ...]) -> list[str]``. ``{flags}`` expands to separate
+    arguments; if absent, flags are appended at the end."""
+    words = shlex.split(template)
+
+    def build(port: int, flags: tuple[str, ...] = ()) -> list[str]:
+        out: list[str] = []
+        used_flags = False
+        for w in words:
+            if w == "{flags}":
+                out.extend(flags)
+                used_flags = True
+            else:
+                out.append(w.replace("{port}", str(port)).replace("{host}", HOST))
+        if not used_flags:
+            out.extend(flags)
+        return out
+
+    return build
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0, read it, close)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+class ServerError(RuntimeError):
+    """The server process did not come up (exited early or never accepted)."""
+
+
+@dataclass
+class ServerProcess:
+    """A server process listening on ``HOST:port``; use as a context manager.
+
+    ``argv_for(port, flags)`` builds the command line. ``start_timeout``: seconds to wait for
+    the port to accept connections. ``settle``: seconds to wait after the readiness probe
+    connection is closed, so the server has processed that close before the scenario runs.
+    ``cwd``/``env``: for the child process. ``fresh_cwd``: run the child in a new empty
+    temporary directory (removed on stop), so files it writes cannot leak into the next run.
+    """
+
+    argv_for: object
+    flags: tuple[str, ...] = ()
+    start_timeout: float = 20.0
+    settle: float = 0.1
+    cwd: str | None = None
+    env: dict | None = None
+    fresh_cwd: bool = False
+    port: int = 0
+    proc: subprocess.Popen | None = None
+    argv: list[str] = field(default_factory=list)
+    _log: object = None
+    _tmpdir: object = None
+
+    def start(self, attempts: int = 3) -> "ServerProcess":
+        """Start on a fresh free port; retry with a new port if the process exits early
+        (e.g. the port got taken). Raises ServerError when it cannot come up."""
+        last = ""
+        for _ in range(attempts):
+            self.port = free_port()
+            self.argv = list(self.argv_for(self.port, self.flags))  # type: ignore[operator]
+            self._log = tempfile.TemporaryFile()
+            cwd = self.cwd
+            if self.fresh_cwd:
+                self._tmpdir = tempfile.TemporaryDirectory(prefix="conformance-srv-")
+                cwd = self._tmpdir.name
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                cwd=cwd,
+                env=self.env,
+            )
+            ok, last = self._wait_ready()
+            if ok:
+                return self
+            self.stop()
+        raise ServerError(f"{shlex.join(self.argv)}: {last}")
+
+    def _wait_ready(self) -> tuple[bool, str]:
+        deadline = time.monotonic() + self.start_timeout
+        assert self.proc is not None
+        delay = 0.01
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return False, f"exited with {self.proc.returncode}: {self.output()[-2000:]!r}"
+            try:
+                probe = socket.create_connection((HOST, self.port), timeout=1.0)
+            except OSError:
+                time.sleep(delay)
+                delay = min(delay * 2, 0.2)
+                continue
+            probe.close()
+            time.sleep(self.settle)
+            if self.proc.poll() is not None:
+                return False, f"exited with {self.proc.returncode}: {self.output()[-2000:]!r}"
+            return True, ""
+        return False, f"port {self.port} did not accept within {self.start_timeout:g}s"
+
+    def send_signal(self, signum: int = _signal.SIGUSR1) -> None:
+        """Deliver ``signum`` to the server process (by PID)."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signum)
+
+    def output(self) -> str:
+        """What the process wrote to stdout/stderr so far (decoded, lossy)."""
+        if self._log is None:
+            return ""
+        self._log.seek(0)
+        return self._log.read().decode("utf-8", "replace")
+
+    def stop(self) -> None:
+        """SIGKILL the process by PID and wait for it (idempotent)."""
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                try:
+                    os.kill(self.proc.pid, _signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        if self._log is not None:
+            try:
+                self._log.close()
+            except OSError:
+                pass
+            self._log = None
+        if self._tmpdir is not None:
+            self._tmpdir.cleanup()
+            self._tmpdir = None
+
+    def __enter__(self) -> "ServerProcess":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

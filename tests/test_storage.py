@@ -1,0 +1,659 @@
+"""SQL storage (core.storage, core.journal, core.recovery) on a real SQLite file and a real
+PostgreSQL database (the db_url fixture runs each test on both).
+
+Schema through Alembic (Store.migrate and `jobgate migrate`), an Engine + Journal + Store round
+trip and restart (core.recovery.restore), journal coalescing, the job_events history, pruning, and
+batches larger than the 500-row multi-row INSERT chunk.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import sqlalchemy as sa
+
+from core import schema
+from core.clock import ManualClock
+from core.engine import Engine
+from core.journal import Journal
+from core.model import BURIED, DELAYED, READY, RESERVED, Job, Owner
+from core.recovery import restore
+from core.storage import Store
+
+from .support import ROOT
+
+W0 = 1_700_000_000_000
+BEAN = -(2**31)  # canonical rank of beanstalk priority 0
+
+PAYLOADS = [
+    b"a\x00b\r\nc",
+    b"\r\n",
+    b"\x00",
+    b"",
+    bytes(range(256)),
+    b"\r\n\r\n\x00\xff" * 1000,
+    "h\u00e9llo \u2603".encode(),
+]
+
+
+# --------------------------------------------------------------------------- helpers
+@pytest.fixture
+def store(db_url):
+    s = Store(db_url)
+    s.migrate()
+    yield s
+    s.close()
+
+
+class Node:
+    """One engine generation: clock, journal, engine (as gateway.server wires them)."""
+
+    def __init__(self, wall_start_ms: int = W0, history: bool = True) -> None:
+        self.clock = ManualClock(wall_start_ms)
+        self.journal = Journal(self.clock, history)
+        self.engine = Engine(self.clock, self.journal)
+
+    def flush(self, store: Store):
+        """take() + write() + mark committed, as gateway.writer does; returns the Batch."""
+        b = self.journal.take(self.engine.next_id)
+        store.write(b)
+        self.journal.committed = b.number
+        return b
+
+    def step(self, ms: int) -> None:
+        self.clock.advance(ms)
+        self.engine.tick()
+
+    def put(self, queue="default", pri=0, delay=0, ttr=10_000, body=b"x", dialect="beanstalk",
+            uid=None):
+        return self.engine.put(queue, body, pri, delay, ttr, dialect, uid)
+
+
+def restart(store: Store, wall_ms: int) -> tuple[Node, int]:
+    """A fresh node whose wall clock reads `wall_ms`, restored from the database."""
+    n = Node(wall_ms)
+    count = restore(n.engine, store.load())
+    return n, count
+
+
+def job_rows(store: Store) -> dict[int, dict]:
+    with store.engine.connect() as c:
+        return {r["id"]: dict(r) for r in
+                c.execute(sa.select(schema.jobs).order_by(schema.jobs.c.id)).mappings()}
+
+
+def event_rows(store: Store) -> list[tuple]:
+    ev = schema.job_events
+    with store.engine.connect() as c:
+        return [tuple(r) for r in c.execute(
+            sa.select(ev.c.job_id, ev.c.queue, ev.c.dialect, ev.c.event, ev.c.at_ms,
+                      ev.c.attempt).order_by(ev.c.id))]
+
+
+def count(store: Store, table) -> int:
+    with store.engine.connect() as c:
+        return c.execute(sa.select(sa.func.count()).select_from(table)).scalar()
+
+
+def stored_next_id(store: Store) -> int:
+    with store.engine.connect() as c:
+        return c.execute(sa.select(schema.meta.c.value)
+                         .where(schema.meta.c.key == "next_id")).scalar()
+
+
+def check_schema(url: str) -> None:
+    eng = sa.create_engine(url)
+    try:
+        insp = sa.inspect(eng)
+        names = set(insp.get_table_names())
+        assert {"jobs", "queues", "job_events", "jobgate_meta", "alembic_version"} <= names
+        for t in schema.metadata.sorted_tables:
+            cols = {c["name"] for c in insp.get_columns(t.name)}
+            assert cols == {c.name for c in t.columns}, t.name
+        assert insp.get_pk_constraint("jobs")["constrained_columns"] == ["id"]
+        idx = {i["name"]: i for i in insp.get_indexes("jobs")}
+        assert idx["ux_jobs_uid"]["unique"] and idx["ux_jobs_uid"]["column_names"] == ["uid"]
+        with eng.connect() as c:
+            assert c.exec_driver_sql("SELECT version_num FROM alembic_version").all() == [("0001",)]
+            meta = c.exec_driver_sql("SELECT key, value FROM jobgate_meta").all()
+            assert meta == [("next_id", 1)]
+    finally:
+        eng.dispose()
+
+
+# --------------------------------------------------------------------------- schema
+def test_migrate_creates_schema_and_is_idempotent(db_url):
+    s = Store(db_url)
+    try:
+        s.migrate()
+        check_schema(db_url)
+        s.migrate()
+        s.migrate()
+        check_schema(db_url)  # still one version row, one meta row
+        assert s.load().jobs == [] and s.load().next_id == 1
+    finally:
+        s.close()
+
+
+def test_migrate_keeps_existing_data(store, db_url):
+    n = Node()
+    j = n.put(body=b"keep")
+    n.flush(store)
+    store.migrate()
+    assert job_rows(store)[j.id]["payload"] == b"keep"
+    assert stored_next_id(store) == 2
+
+
+def test_sqlite_uses_wal(sqlite_url):
+    s = Store(sqlite_url)
+    try:
+        s.migrate()
+        with s.engine.connect() as c:
+            assert c.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+            assert c.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL
+    finally:
+        s.close()
+    s = Store(sqlite_url, sqlite_synchronous="full")
+    try:
+        with s.engine.connect() as c:
+            assert c.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
+    finally:
+        s.close()
+    with pytest.raises(ValueError):
+        Store(sqlite_url, sqlite_synchronous="sometimes")
+
+
+def test_cli_migrate(db_url, tmp_path):
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    cmd = [sys.executable, "-m", "gateway.cli", "migrate", "--database", db_url]
+    for _ in range(2):  # idempotent
+        p = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, timeout=120)
+        assert p.returncode == 0, p.stderr.decode()
+        assert b"up to date" in p.stdout
+    check_schema(db_url)
+    assert list(cwd.iterdir()) == []  # used --database, not the default ./jobgate.db
+    # the migrated database is usable by a Store without migrating again
+    s = Store(db_url)
+    try:
+        n = Node()
+        n.put(body=b"after cli")
+        n.flush(s)
+        assert [r["payload"] for r in s.load().jobs] == [b"after cli"]
+    finally:
+        s.close()
+
+
+# --------------------------------------------------------------------------- round trip
+def test_round_trip_and_restart(store):
+    a = Node()
+    e = a.engine
+    o = Owner("beanstalk")
+    e.attach("tube1", "watching")
+    j1 = a.put(pri=10, body=b"a\x00b\r\nc")
+    j2 = a.put("tube1", delay=10_000, body=b"\x00\x00")
+    j3 = a.put(body=b"to bury")
+    j4 = a.put(ttr=7000, body=b"reserved\r\n", dialect="workq", uid="u-4")
+    j5 = a.put(pri=8)
+    j6 = a.put(body=b"deleted")
+    j7 = a.put()
+    j8 = a.put(pri=BEAN + 5, dialect="bunqueue", uid="u-8")
+    assert e.reserve_job(o, j4.id) is j4  # put + reserve in one batch: row says reserved
+    b1 = a.flush(store)
+    assert len(b1.inserts) == 7 and len(b1.inserts_full) == 1
+    assert job_rows(store)[j4.id]["state"] == RESERVED
+
+    a.step(1000)
+    e.reserve_job(o, j3.id)
+    e.bury(o, j3.id, 7)
+    e.reserve_job(o, j5.id)
+    e.release(o, j5.id, 3, 0)
+    e.delete(None, j6.id, "beanstalk")
+    e.reserve_job(o, j7.id)
+    e.release(o, j7.id, 0, 20_000)  # ready at T+21000
+    e.reserve_job(o, j8.id)
+    e.bury(o, j8.id, BEAN + 5)
+    e.kick("default", 1, "beanstalk")  # kicks j3 (buried first), not j8
+    e.reserve_job(o, j3.id)
+    e.bury(o, j3.id, 7)  # j3 buried again: buries 2, kicks 1
+    a.step(2000)  # now W0 + 3000
+    b2 = a.flush(store)
+    assert b2.deletes == [j6.id]
+    assert {u[-1] for u in b2.updates} == {j3.id, j5.id, j7.id, j8.id}
+
+    rows = job_rows(store)
+    assert set(rows) == {1, 2, 3, 4, 5, 7, 8}
+    assert rows[j2.id]["state"] == DELAYED and rows[j2.id]["ready_at_ms"] == W0 + 10_000
+    assert rows[j7.id]["state"] == DELAYED and rows[j7.id]["ready_at_ms"] == W0 + 21_000
+    assert rows[j3.id]["state"] == BURIED and rows[j8.id]["state"] == BURIED
+    assert rows[j1.id]["ready_at_ms"] is None
+    assert stored_next_id(store) == 9
+
+    # the server stops; it starts again 2 s later
+    b, n = restart(store, W0 + 5000)
+    e2 = b.engine
+    assert n == 7
+    assert set(e2.jobs) == {1, 2, 3, 4, 5, 7, 8}
+    assert e2.peek(j6.id) is None
+    got = {j.id: j for j in e2.jobs.values()}
+    for old in (j1, j2, j3, j4, j5, j7, j8):
+        new = got[old.id]
+        assert (new.queue, new.payload, new.priority, new.ttr_ms, new.uid, new.dialect,
+                new.created_ms) == (old.queue, old.payload, old.priority, old.ttr_ms, old.uid,
+                                    old.dialect, old.created_ms)
+        assert (new.reserves, new.timeouts, new.releases, new.buries, new.kicks) == \
+               (old.reserves, old.timeouts, old.releases, old.buries, old.kicks), old.id
+    assert got[j1.id].payload == b"a\x00b\r\nc"
+    assert (got[j3.id].reserves, got[j3.id].buries, got[j3.id].kicks) == (2, 2, 1)
+    assert (got[j5.id].releases, got[j5.id].priority) == (1, 3)
+    assert got[j7.id].delay_ms == 20_000
+    # states: reserved -> ready, buried stay buried (id order), delayed stay delayed
+    assert {i: j.state for i, j in got.items()} == {
+        1: READY, 2: DELAYED, 3: BURIED, 4: READY, 5: READY, 7: DELAYED, 8: BURIED}
+    assert got[j4.id].owner is None and e2.n_reserved == 0
+    q, t1 = e2.queues["default"], e2.queues["tube1"]
+    assert (q.n_ready, q.n_delayed, len(q.buried), q.n_reserved) == (3, 1, 2, 0)
+    assert list(q.buried) == [j3.id, j8.id]
+    assert (t1.n_delayed, t1.total_jobs, q.total_jobs, e2.total_jobs) == (1, 1, 6, 7)
+    # ids continue
+    assert e2.next_id == 9
+    assert b.put().id == 9
+    # ready order: priority, then id
+    o2 = Owner("beanstalk")
+    order = []
+    while isinstance(r := e2.reserve(o2, ["default"], 0, None), Job):
+        order.append(r.id)
+    assert order == [4, 9, 5, 1]  # pri 0 (4, 9), 3 (5), 10 (1)
+    # delayed keep their wall-clock deadline: j2 at W0+10000 (5 s from now), j7 at W0+21000
+    b.step(4999)
+    assert got[j2.id].state is DELAYED
+    b.step(1)
+    assert got[j2.id].state is READY
+    b.step(10_999)
+    assert got[j7.id].state is DELAYED
+    b.step(1)
+    assert got[j7.id].state is READY
+
+
+def test_restore_marks_reserved_rows_and_batch_numbers(store):
+    a = Node()
+    o = Owner("beanstalk")
+    j = a.put()
+    a.engine.reserve_job(o, j.id)
+    a.flush(store)
+    assert job_rows(store)[j.id]["state"] == RESERVED
+    b, _ = restart(store, W0 + 10)
+    assert b.journal.open_batch == 2 and b.journal.committed == 1
+    assert list(b.journal.dirty) == [j.id]
+    assert b.journal.events == []  # not a history event
+    bt = b.flush(store)
+    assert bt.number == 2 and bt.inserts == [] and bt.inserts_full == []
+    assert [u[-1] for u in bt.updates] == [j.id]
+    row = job_rows(store)[j.id]
+    assert row["state"] == READY and row["reserves"] == 1
+
+
+def test_restored_delayed_job_past_its_deadline_is_ready_at_first_tick(store):
+    a = Node()
+    j = a.put(delay=5000)
+    a.flush(store)
+    b, _ = restart(store, W0 + 60_000)
+    k = b.engine.peek(j.id)
+    assert k.state is DELAYED
+    b.engine.tick()
+    assert k.state is READY
+    b.flush(store)
+    assert job_rows(store)[j.id]["state"] == READY
+    assert [ev[3] for ev in event_rows(store)] == ["put", "ready"]
+
+
+def test_restored_jobs_keep_being_journaled(store):
+    a = Node()
+    j = a.put()
+    a.flush(store)
+    b, _ = restart(store, W0 + 100)
+    o = Owner("beanstalk")
+    assert b.engine.reserve(o, ["default"], 0, None).id == j.id
+    b.engine.bury(o, j.id, 0)
+    bt = b.flush(store)
+    assert bt.inserts == [] and len(bt.updates) == 1  # an update, not a second insert
+    assert job_rows(store)[j.id]["state"] == BURIED
+    c, _ = restart(store, W0 + 200)
+    assert c.engine.peek(j.id).state is BURIED
+    assert c.engine.delete(None, j.id, "beanstalk")
+    bt = c.flush(store)
+    assert bt.deletes == [j.id]
+    assert job_rows(store) == {}
+
+
+def test_ids_continue_after_newest_deleted_in_a_later_batch(store):
+    a = Node()
+    for _ in range(5):
+        a.put()
+    a.flush(store)
+    a.engine.delete(None, 4, "beanstalk")
+    a.engine.delete(None, 5, "beanstalk")
+    a.flush(store)
+    assert set(job_rows(store)) == {1, 2, 3}
+    b, n = restart(store, W0 + 1)
+    assert n == 3 and b.engine.next_id == 6
+    assert b.put().id == 6
+
+
+def test_ids_continue_when_every_job_was_deleted(store):
+    a = Node()
+    for _ in range(3):
+        a.put()
+    a.flush(store)
+    for i in (1, 2, 3):
+        a.engine.delete(None, i, "beanstalk")
+    a.flush(store)
+    assert job_rows(store) == {}
+    b, n = restart(store, W0 + 1)
+    assert n == 0 and b.put().id == 4
+
+
+def test_ids_continue_after_jobs_put_and_deleted_in_one_batch(store):
+    """Regression: next_id was stored only with inserts, so ids of jobs put and deleted within
+    one batch (coalesced away) were handed out again after a restart."""
+    a = Node()
+    for _ in range(3):
+        a.put()
+    a.flush(store)
+    j = a.put()  # id 4: INSERTED 4 went to a client
+    a.engine.delete(None, j.id, "beanstalk")
+    a.flush(store)
+    assert stored_next_id(store) == 5
+    b, _ = restart(store, W0 + 1)
+    assert b.engine.next_id == 5
+    assert b.put().id == 5
+    # the same across a second generation, with a store object that has never written
+    k = b.put()
+    b.engine.delete(None, k.id, "beanstalk")
+    s2 = Store(store.url)
+    try:
+        b.flush(s2)
+        assert stored_next_id(s2) == 7
+        c, _ = restart(s2, W0 + 2)
+        assert c.put().id == 7
+    finally:
+        s2.close()
+
+
+@pytest.mark.parametrize("payload", PAYLOADS, ids=lambda p: f"{len(p)}B")
+def test_binary_payloads_round_trip(store, payload):
+    a = Node()
+    j = a.put(body=payload)
+    o = Owner("beanstalk")
+    k = a.put(body=payload)
+    a.engine.reserve_job(o, k.id)  # the inserts_full path
+    a.flush(store)
+    assert job_rows(store)[j.id]["payload"] == payload
+    b, _ = restart(store, W0 + 1)
+    assert b.engine.peek(j.id).payload == payload
+    assert b.engine.peek(k.id).payload == payload
+    assert type(b.engine.peek(j.id).payload) is bytes
+
+
+def test_extreme_priorities_round_trip(store):
+    a = Node()
+    pris = [-(2**63), BEAN, -1, 0, 2**31 - 1, 2**63 - 1]
+    ids = [a.put(pri=p).id for p in pris]
+    a.flush(store)
+    b, _ = restart(store, W0 + 1)
+    assert [b.engine.peek(i).priority for i in ids] == pris
+
+
+# --------------------------------------------------------------------------- coalescing
+def test_put_and_delete_in_one_batch_never_hit_jobs_table(store):
+    a = Node()
+    keep = a.put(body=b"keep")
+    gone = a.put(body=b"gone")
+    o = Owner("workq")
+    a.engine.reserve_job(o, gone.id)
+    a.engine.release(o, gone.id, 0, 0)
+    a.engine.delete(None, gone.id, "workq")
+    bt = a.flush(store)
+    assert [r[0] for r in bt.inserts] == [keep.id]
+    assert bt.inserts_full == [] and bt.updates == [] and bt.deletes == []
+    assert set(job_rows(store)) == {keep.id}
+    assert [(r[0], r[2], r[3]) for r in event_rows(store)] == [
+        (keep.id, "beanstalk", "put"), (gone.id, "beanstalk", "put"),
+        (gone.id, "workq", "reserve"), (gone.id, "workq", "release"),
+        (gone.id, "workq", "delete")]
+
+
+def test_job_changed_many_times_in_a_batch_is_written_once(store):
+    a = Node()
+    j = a.put()
+    a.flush(store)
+    o = Owner("beanstalk")
+    for _ in range(5):
+        a.engine.reserve_job(o, j.id)
+        a.engine.release(o, j.id, 4, 0)
+    a.engine.reserve_job(o, j.id)
+    a.engine.bury(o, j.id, 9)
+    bt = a.flush(store)
+    assert len(bt.updates) == 1 and bt.inserts == [] and bt.inserts_full == []
+    assert len(bt.events) == 12
+    r = job_rows(store)[j.id]
+    assert (r["state"], r["priority"], r["reserves"], r["releases"], r["buries"]) == \
+           (BURIED, 9, 6, 5, 1)
+
+
+def test_reservations_alone_write_no_job_rows(store):
+    a = Node()
+    j = a.put()
+    k = a.put()
+    a.flush(store)
+    before = job_rows(store)
+    o = Owner("beanstalk")
+    assert a.engine.reserve(o, ["default"], 0, None) is j
+    assert a.engine.reserve(o, ["default"], 0, None) is k
+    assert a.engine.touch(o, j.id)
+    assert not a.journal.pending and a.journal.dirty == {}
+    assert a.journal.has_unwritten()  # the lone events still go out
+    bt = a.flush(store)
+    assert bt.inserts == [] and bt.inserts_full == [] and bt.updates == [] and bt.deletes == []
+    assert [e[3] for e in bt.events] == ["reserve", "reserve"]
+    assert job_rows(store) == before
+    assert [r[3] for r in event_rows(store)] == ["put", "put", "reserve", "reserve"]
+
+
+def test_history_off_writes_no_events(store):
+    a = Node(history=False)
+    o = Owner("beanstalk")
+    j = a.put()
+    a.engine.reserve_job(o, j.id)
+    a.engine.delete(o, j.id)
+    k = a.put()
+    a.flush(store)
+    assert count(store, schema.job_events) == 0
+    assert set(job_rows(store)) == {k.id}
+
+
+# --------------------------------------------------------------------------- history
+def test_job_events_for_every_transition(store):
+    a = Node()
+    e = a.engine
+    w = Owner("workq")
+    j = a.put("jobs", pri=1, ttr=3000, dialect="beanstalk")
+    jid = j.id
+    a.flush(store)
+    a.step(10)
+    assert e.reserve(w, ["jobs"], 0, None) is j                   # W0+10   reserve 1
+    a.step(10)
+    e.release(w, jid, 1, 0)                                       # W0+20   release 1
+    a.step(10)
+    e.reserve(w, ["jobs"], 0, None)                               # W0+30   reserve 2
+    a.step(3000)                                                  # W0+3030 timeout 2
+    e.reserve(w, ["jobs"], 0, None)                               # W0+3030 reserve 3
+    a.flush(store)
+    a.step(10)
+    e.bury(w, jid, 2)                                             # W0+3040 bury 3
+    a.step(10)
+    e.kick("jobs", 1, "bunqueue")                                 # W0+3050 kick 3
+    e.reserve(w, ["jobs"], 0, None)                               # W0+3050 reserve 4
+    e.release(w, jid, 1, 500)                                     # W0+3050 release 4
+    a.step(500)                                                   # W0+3550 ready 4
+    e.reserve_job(w, jid)                                         # W0+3550 reserve 5
+    e.release_owner(w)                                            # W0+3550 abandon 5
+    a.step(1)
+    e.kick_job(jid, "beanstalk")  # ready: not kickable, no event
+    e.delete(None, jid, "beanstalk")                              # W0+3551 delete 5
+    a.flush(store)
+    assert event_rows(store) == [
+        (jid, "jobs", "beanstalk", "put", W0, 0),
+        (jid, "jobs", "workq", "reserve", W0 + 10, 1),
+        (jid, "jobs", "workq", "release", W0 + 20, 1),
+        (jid, "jobs", "workq", "reserve", W0 + 30, 2),
+        (jid, "jobs", "jobgate", "timeout", W0 + 3030, 2),
+        (jid, "jobs", "workq", "reserve", W0 + 3030, 3),
+        (jid, "jobs", "workq", "bury", W0 + 3040, 3),
+        (jid, "jobs", "bunqueue", "kick", W0 + 3050, 3),
+        (jid, "jobs", "workq", "reserve", W0 + 3050, 4),
+        (jid, "jobs", "workq", "release", W0 + 3050, 4),
+        (jid, "jobs", "jobgate", "ready", W0 + 3550, 4),
+        (jid, "jobs", "workq", "reserve", W0 + 3550, 5),
+        (jid, "jobs", "workq", "abandon", W0 + 3550, 5),
+        (jid, "jobs", "beanstalk", "delete", W0 + 3551, 5),
+    ]
+    assert job_rows(store) == {}
+
+
+def _events_over_time(store, n_batches=10, per_batch=7):
+    """n_batches batches, one per second from W0, each with per_batch put events."""
+    a = Node()
+    for i in range(n_batches):
+        for _ in range(per_batch):
+            a.put()
+        a.flush(store)
+        a.step(1000)
+    return a
+
+
+@pytest.mark.parametrize("chunk", [50_000, 3])
+def test_prune_events_removes_exactly_the_older_rows(store, chunk):
+    assert store.prune_events(W0 + 10**9, chunk=chunk) == 0  # empty table
+    _events_over_time(store)
+    assert count(store, schema.job_events) == 70
+    assert store.prune_events(W0, chunk=chunk) == 0  # nothing older than the first row
+    assert count(store, schema.job_events) == 70
+    assert store.prune_events(W0 + 1, chunk=chunk) == 7
+    assert store.prune_events(W0 + 5000, chunk=chunk) == 28
+    rows = event_rows(store)
+    assert len(rows) == 35 and min(r[4] for r in rows) == W0 + 5000
+    assert store.prune_events(W0 + 5000, chunk=chunk) == 0
+    assert store.prune_events(W0 + 4500, chunk=chunk) == 0
+    assert store.prune_events(W0 + 9000, chunk=chunk) == 28
+    assert [r[4] for r in event_rows(store)] == [W0 + 9000] * 7
+    assert store.prune_events(W0 + 9001, chunk=chunk) == 7
+    assert count(store, schema.job_events) == 0
+    # the job rows are not touched
+    assert len(job_rows(store)) == 70
+
+
+def test_prune_events_single_row(store):
+    a = Node()
+    a.put()
+    a.flush(store)
+    assert store.prune_events(W0) == 0
+    assert store.prune_events(W0 + 1) == 1
+    assert count(store, schema.job_events) == 0
+
+
+# --------------------------------------------------------------------------- large batches
+def test_large_batches_cross_the_insert_chunk(store):
+    a = Node()
+    e = a.engine
+    o = Owner("beanstalk")
+    N = 1234
+    plain = [a.put(pri=i % 17, body=b"p\x00%d\r\n" % i) for i in range(N)]
+    counted = [a.put(queue="q2", body=b"c%d" % i) for i in range(N)]
+    for j in counted:
+        e.reserve_job(o, j.id)
+        e.release(o, j.id, 5, 0)
+    b1 = a.flush(store)
+    assert len(b1.inserts) == N and len(b1.inserts_full) == N and len(b1.events) == 3 * N + N
+    rows = job_rows(store)
+    assert len(rows) == 2 * N
+    assert all(rows[j.id]["payload"] == b"p\x00%d\r\n" % i for i, j in enumerate(plain))
+    assert all(rows[j.id]["releases"] == 1 and rows[j.id]["reserves"] == 1 for j in counted)
+    assert stored_next_id(store) == 2 * N + 1
+
+    for j in plain:  # updates
+        e.reserve_job(o, j.id)
+        e.bury(o, j.id, 1)
+    b2 = a.flush(store)
+    assert len(b2.updates) == N
+    assert sum(1 for r in job_rows(store).values() if r["state"] == BURIED) == N
+
+    for j in counted:  # deletes, more than 500 ids
+        e.delete(None, j.id, "beanstalk")
+    b3 = a.flush(store)
+    assert len(b3.deletes) == N
+    assert set(job_rows(store)) == {j.id for j in plain}
+    assert count(store, schema.job_events) == 4 * N + 2 * N + N
+
+    b, n = restart(store, W0 + 1)
+    assert n == N
+    assert list(b.engine.queues["default"].buried) == [j.id for j in plain]
+    assert b.engine.next_id == 2 * N + 1
+    assert store.prune_events(W0 + 1) == 7 * N
+
+
+# --------------------------------------------------------------------------- atomicity
+def test_failed_batch_writes_nothing_and_the_store_recovers(store):
+    a = Node()
+    first = a.put(uid="dup", dialect="workq")
+    a.flush(store)
+    a.step(1000)
+    good = a.put(body=b"good")
+    a.put(uid="dup", dialect="workq")  # violates ux_jobs_uid
+    a.engine.delete(None, first.id, "workq")
+    bad = a.journal.take(a.engine.next_id)
+    assert bad.inserts and bad.deletes == [first.id] and len(bad.events) == 3
+    with pytest.raises(sa.exc.IntegrityError):
+        store.write(bad)
+    # one transaction per batch: nothing of it is visible
+    assert set(job_rows(store)) == {first.id}
+    assert [r[3] for r in event_rows(store)] == ["put"]
+    assert stored_next_id(store) == 2
+    # the writer connection was replaced: the next batch commits
+    a.step(1000)
+    later = a.put(body=b"later")
+    a.flush(store)
+    assert set(job_rows(store)) == {first.id, later.id}
+    assert stored_next_id(store) == later.id + 1
+    assert good.id not in job_rows(store)
+
+
+# --------------------------------------------------------------------------- queues table
+def queue_rows(store: Store) -> dict[str, int]:
+    with store.engine.connect() as c:
+        return dict(c.execute(sa.select(schema.queues.c.name, schema.queues.c.created_ms)).all())
+
+
+def test_queues_recorded_on_first_use(store):
+    a = Node()
+    a.put("a")
+    a.put("b")
+    a.put("a")
+    bt = a.flush(store)
+    assert bt.queues == [("a", W0), ("b", W0)]
+    a.step(1000)
+    a.put("a")
+    a.put("default")
+    bt = a.flush(store)
+    assert bt.queues == [("default", W0 + 1000)]
+    assert queue_rows(store) == {"a": W0, "b": W0, "default": W0 + 1000}
+    # after a restart the first put of a known queue is written again and changes nothing
+    b, _ = restart(store, W0 + 5000)
+    b.put("a")
+    b.put("c")
+    bt = b.flush(store)
+    assert sorted(bt.queues) == [("a", W0 + 5000), ("c", W0 + 5000)]
+    assert queue_rows(store) == {"a": W0, "b": W0, "default": W0 + 1000, "c": W0 + 5000}
