@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .config import DURABILITY, ConfigError, load, parse_listen_flag
+from .config import DURABILITY, ConfigError, check_database_url, load, parse_listen_flag
 
 VERSION = "0.1.0"
 
@@ -28,6 +28,8 @@ def build_config(args):
         cfg.durability = args.durability
     if getattr(args, "log_level", None):
         cfg.log_level = args.log_level
+    if cfg.durability != "memory" or args.cmd == "migrate":
+        check_database_url(cfg.database_url)
     return cfg
 
 

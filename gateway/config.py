@@ -141,6 +141,20 @@ def from_dict(raw) -> Config:
     return c
 
 
+def check_database_url(url: str) -> None:
+    """Raise ConfigError naming `database.url` unless `url` is a SQLAlchemy URL whose dialect
+    and driver are installed (checked without connecting)."""
+    import sqlalchemy as sa
+    import sqlalchemy.exc
+    try:
+        sa.make_url(url).get_dialect()
+    except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ValueError) as e:
+        raise ConfigError(f"config key 'database.url': unusable database URL {url!r}: {e}") from None
+    except ImportError as e:
+        raise ConfigError(f"config key 'database.url': the driver for {url!r} is not "
+                          f"installed ({e})") from None
+
+
 def load(path: str | None) -> Config:
     """Read and validate the YAML file at `path` (None: defaults). Raises ConfigError."""
     if path is None:
