@@ -256,9 +256,6 @@ class Engine(Scheduling):
         self._to_reserved(job, q, owner, self.clock.monotonic_ms())
         return job
 
-    def _reserved_by(self, owner: Owner, id: int) -> Job | None:
-        return owner.reserved.get(id)
-
     def release(self, owner: Owner, id: int, priority: int, delay_ms: int) -> bool:
         """Return a job the owner reserved to ready (or delayed for `delay_ms` ms)."""
         job = owner.reserved.get(id)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from heapq import heapify, heappop, heappush
 
-from .model import DEADLINE_SOON, TIMED_OUT, Owner, Waiter
+from .model import DEADLINE_SOON, TIMED_OUT, Owner, Queue, Waiter
 
 #: The last second of a reservation's TTR is a safety margin (beanstalk protocol, "reserve").
 SAFETY_MARGIN_MS = 1000

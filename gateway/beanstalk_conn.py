@@ -15,7 +15,7 @@ from collections import deque
 import anyio
 
 from protocols.beanstalk import Parser, Session
-from protocols.beanstalk.session import QUIT, WAIT
+from protocols.beanstalk.session import QUIT
 
 log = logging.getLogger("jobgate.beanstalk")
 

@@ -86,7 +86,7 @@ class Runtime:
                 log.exception("history pruning failed")
             await anyio.sleep(3600)
 
-    async def _signals(self, tg) -> None:
+    async def _signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGUSR1) as sigs:
             async for s in sigs:
                 if s == signal.SIGUSR1:
@@ -128,7 +128,7 @@ class Runtime:
                 if self.config.history_retention_days > 0:
                     tg.start_soon(self._retention)
             tg.start_soon(self._ticker)
-            tg.start_soon(self._signals, tg)
+            tg.start_soon(self._signals)
             listeners = []
             for lst in self.config.listeners:
                 listeners.append(await self._listen(lst))

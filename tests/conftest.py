@@ -15,15 +15,20 @@ def sqlite_url(tmp_path):
     return f"sqlite:///{tmp_path}/jobgate.db"
 
 
-@pytest.fixture
-def pg_url():
-    """A fresh, empty PostgreSQL database (dropped afterwards); skips without JOBGATE_TEST_PG_URL."""
+def _fresh_pg():
+    """Yield a fresh PostgreSQL database URL, dropped afterwards; skip without the env var."""
     admin = pg_admin_url()
     if not admin:
         pytest.skip(PG_SKIP)
     url, drop = make_pg_database(admin)
     yield url
     drop()
+
+
+@pytest.fixture
+def pg_url():
+    """A fresh, empty PostgreSQL database (dropped afterwards); skips without JOBGATE_TEST_PG_URL."""
+    yield from _fresh_pg()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -32,12 +37,7 @@ def db_url(request, tmp_path):
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path}/jobgate.db"
         return
-    admin = pg_admin_url()
-    if not admin:
-        pytest.skip(PG_SKIP)
-    url, drop = make_pg_database(admin)
-    yield url
-    drop()
+    yield from _fresh_pg()
 
 
 @pytest.fixture

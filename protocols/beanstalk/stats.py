@@ -12,7 +12,7 @@ import resource
 import socket
 import time
 
-from core.model import BURIED, DELAYED, RESERVED
+from core.model import DELAYED, RESERVED
 
 #: Counted beanstalk commands, in the order stats prints them.
 CMD_KEYS = (
@@ -166,4 +166,4 @@ class ServerInfo:
         return ok(body)
 
 
-__all__ = ["ServerInfo", "CMD_KEYS", "to_rank", "to_pri", "ok", "yaml_list", "BURIED"]
+__all__ = ["ServerInfo", "CMD_KEYS", "to_rank", "to_pri", "ok", "yaml_list"]
