@@ -115,7 +115,8 @@ class Engine(Scheduling):
         q.n_ready += 1
         if job.priority < URGENT_RANK:
             q.urgent += 1
-        _compact(q.ready, q.n_ready)
+        if len(q.ready) > 2 * q.n_ready + 1024:
+            _compact(q.ready, q.n_ready)
         if q.waiting:
             self._dispatch(q)
 
@@ -198,7 +199,7 @@ class Engine(Scheduling):
         if j is not None:
             if queue not in j.known_queues:
                 j.queue_seen(queue)
-            j.record(job, "put", dialect)
+            j.record(job, "put", dialect, True, job.created_ms)
         if delay_ms > 0:
             self._to_delayed(job, q, self.clock.monotonic_ms() + delay_ms)
         else:

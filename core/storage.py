@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from itertools import chain
 
 import sqlalchemy as sa
 
@@ -144,7 +145,7 @@ class Store:
         for i in range(0, len(rows), 500):
             chunk = rows[i:i + 500]
             conn.exec_driver_sql(head + ", ".join([ph] * len(chunk)),
-                                 tuple(v for r in chunk for v in r))
+                                 tuple(chain.from_iterable(chunk)))
 
     def _write(self, conn, batch) -> None:
         if batch.queues:
