@@ -1,9 +1,22 @@
-"""Shared pytest fixtures: database URLs (SQLite file, PostgreSQL when configured) and servers."""
+"""Shared pytest fixtures: database URLs (SQLite file, PostgreSQL when configured), servers and
+what several test files use: the ManualClock engine, a migrated Store, raw connections, processes,
+client libraries."""
 from __future__ import annotations
 
+import os
+import subprocess
+import tempfile
+
+import greenstalk
 import pytest
 
-from .support import Server, make_pg_database, pg_admin_url
+from core.clock import ManualClock
+from core.engine import Engine
+from core.journal import Journal
+from core.storage import Store
+
+from .server_support import Proc
+from .support import ADDR_HOST, Raw, Server, make_pg_database, pg_admin_url
 
 PG_SKIP = ("PostgreSQL tests need JOBGATE_TEST_PG_URL "
            "(e.g. postgresql+psycopg://postgres@127.0.0.1:5432/test); .ci/run sets it")
@@ -54,3 +67,88 @@ def mem_server():
     s = Server(None, durability="memory")
     yield s
     s.stop()
+
+
+# ------------------------------------------------------------ engine (test_engine_*.py)
+@pytest.fixture
+def clock():
+    return ManualClock()
+
+
+@pytest.fixture
+def journal(clock):
+    return Journal(clock)
+
+
+@pytest.fixture
+def eng(clock, journal):
+    return Engine(clock, journal)
+
+
+# ----------------------------------------------------------- storage (test_storage*.py)
+@pytest.fixture
+def store(db_url):
+    s = Store(db_url)
+    s.migrate()
+    yield s
+    s.close()
+
+
+# ------------------------------------------------------------ server (test_server_*.py)
+@pytest.fixture
+def procs():
+    """Start processes with `procs(argv)`; every one is stopped at teardown."""
+    started: list[Proc] = []
+
+    def start(argv: list[str]) -> Proc:
+        p = Proc(argv)
+        started.append(p)
+        return p
+    yield start
+    for p in started:
+        if p.proc.poll() is None:
+            p.kill()
+        else:
+            try:
+                p.proc.communicate(timeout=5)
+            except (subprocess.TimeoutExpired, ValueError):
+                pass
+
+
+@pytest.fixture
+def raws(server):
+    """Open Raw connections to the `server` fixture with `raws()`; all closed at teardown."""
+    opened: list[Raw] = []
+
+    def connect() -> Raw:
+        r = Raw(server.port)
+        opened.append(r)
+        return r
+    yield connect
+    for r in opened:
+        try:
+            r.close()
+        except OSError:
+            pass
+
+
+@pytest.fixture
+def short_tmp():
+    """A short temporary directory for unix socket paths (sun_path is ~107 bytes)."""
+    d = tempfile.mkdtemp(prefix="jg", dir="/tmp")
+    yield d
+    for name in os.listdir(d):
+        try:
+            os.unlink(os.path.join(d, name))
+        except OSError:
+            pass
+    os.rmdir(d)
+
+
+# --------------------------------------------------------- clients (test_clients_*.py)
+@pytest.fixture
+def gs(server):
+    """A greenstalk client (str bodies, utf-8) on the test server."""
+    c = greenstalk.Client((ADDR_HOST, server.port))
+    yield c
+    c.close()

@@ -13,6 +13,7 @@ import time
 import uuid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ADDR_HOST = "127.0.0.1"  # where every test server listens
 
 
 def free_port() -> int:
