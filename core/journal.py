@@ -52,7 +52,6 @@ class Journal:
         self.open_batch = 1
         self.committed = 0
         self.on_pending = None
-        self.next_id = 1
         self.records = 0
         self.known_queues: set[str] = set()
         self.new_queues: list = []

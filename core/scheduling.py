@@ -16,6 +16,15 @@ SAFETY_MARGIN_MS = 1000
 _INF = float("inf")
 
 
+def _due(heap: list, now: int):
+    """Pop the entries of a lazy (time, id, hver, job) heap that are due at `now` (ms) and
+    yield the jobs whose entry is still current; the heap may grow while this runs."""
+    while heap and heap[0][0] <= now:
+        e = heappop(heap)
+        if e[3].hver == e[2]:
+            yield e[3]
+
+
 class Scheduling:
     """Waiters and timers; expects the Engine attributes (queues, clock, heaps, counters)."""
 
@@ -101,26 +110,18 @@ class Scheduling:
     def tick(self) -> None:
         """Run every timer due at the clock's current time."""
         now = self.clock.monotonic_ms()
-        h = self._delayed
-        while h and h[0][0] <= now:
-            e = heappop(h)
-            job = e[3]
-            if job.hver == e[2]:
-                q = self.queues[job.queue]
-                self._leave(job, q)
-                self._log(job, "ready", "jobgate")
-                self._to_ready(job, q)
-        h = self._reserved
-        while h and h[0][0] <= now:
-            e = heappop(h)
-            job = e[3]
-            if job.hver == e[2]:
-                q = self.queues[job.queue]
-                self._leave(job, q)
-                job.timeouts += 1
-                self.job_timeouts += 1
-                self._log(job, "timeout", "jobgate")
-                self._to_ready(job, q)
+        for job in _due(self._delayed, now):
+            q = self.queues[job.queue]
+            self._leave(job, q)
+            self._log(job, "ready", "jobgate")
+            self._to_ready(job, q)
+        for job in _due(self._reserved, now):
+            q = self.queues[job.queue]
+            self._leave(job, q)
+            job.timeouts += 1
+            self.job_timeouts += 1
+            self._log(job, "timeout", "jobgate")
+            self._to_ready(job, q)
         h = self._timers
         while h and h[0][0] <= now:
             _, _, kind, w = heappop(h)
