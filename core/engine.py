@@ -14,9 +14,10 @@ from __future__ import annotations
 from heapq import heapify, heappop, heappush
 
 from .clock import SystemClock
+from .outcomes import Outcomes
 from .scheduling import SAFETY_MARGIN_MS, Scheduling, _INF
-from .model import (BURIED, DEADLINE_SOON, DELAYED, DELETED, READY, RESERVED, TIMED_OUT,
-                    URGENT_RANK, Job, Owner, Queue)
+from .model import (BURIED, COMPLETED, DEADLINE_SOON, DELAYED, DELETED, READY, RESERVED,
+                    TIMED_OUT, URGENT_RANK, Job, Owner, Queue)
 
 def _top(heap: list):
     """Drop stale entries (job.hver changed since the push) from a lazy heap; return its top job."""
@@ -35,11 +36,13 @@ def _compact(heap: list, live: int) -> None:
         heapify(heap)
 
 
-class Engine(Scheduling):
+class Engine(Scheduling, Outcomes):
     """The job state machine and its in-memory indexes.
 
     `journal` (core.journal.Journal or None for memory mode) receives every mutation.
     `pinned` queues are never garbage-collected (beanstalk keeps "default").
+    Finishing jobs (complete / fail with a result), result waiters, TTL eviction and uid
+    lookups are in core.outcomes.Outcomes.
     """
 
     def __init__(self, clock=None, journal=None, pinned: tuple[str, ...] = ("default",)) -> None:
@@ -61,7 +64,11 @@ class Engine(Scheduling):
         self._reserved: list = []   # (deadline, id, hver, job)
         self._timers: list = []     # (at, seq, kind, waiter); kind 0 = timeout, 1 = deadline soon
         self._pauses: list = []     # (paused_until, seq, queue name)
+        self._expiry: list = []     # (expires_at, id): TTL eviction and result retention
         self._seq = 0
+        self.by_uid: dict[str, Job] = {}
+        self.result_waiters: dict[int, list] = {}
+        self.evicted_jobs = 0
         for name in pinned:
             self.queue(name)
 
@@ -151,7 +158,7 @@ class Engine(Scheduling):
         self._arm(job.deadline)
         j = self.journal
         if j is not None:
-            j.record(job, "reserve", owner.dialect, False)
+            j.record(job, "reserve", owner.dialect, owner.durable)
 
     def _leave(self, job: Job, q: Queue) -> None:
         """Take `job` out of its current state's index (its heap entries go stale)."""
@@ -169,6 +176,8 @@ class Engine(Scheduling):
             job.owner = None
         elif s is BURIED:
             del q.buried[job.id]
+        elif s is COMPLETED:
+            q.n_done -= 1
         job.hver += 1
 
     def _pop_ready(self, q: Queue) -> Job | None:
@@ -186,12 +195,30 @@ class Engine(Scheduling):
 
     # ------------------------------------------------------------ producers
     def put(self, queue: str, payload: bytes, priority: int, delay_ms: int, ttr_ms: int,
-            dialect: str, uid: str | None = None) -> Job:
-        """Create a job in `queue`: ready, or delayed for `delay_ms` ms; TTR `ttr_ms` ms."""
+            dialect: str, uid: str | None = None, ttl_ms: int = 0, expire_ms: int = 0,
+            max_attempts: int = 0, max_fails: int = 0, sched_ms: int = 0,
+            event: str = "put") -> Job:
+        """Create a job in `queue`: ready, or delayed for `delay_ms` ms; TTR `ttr_ms` ms.
+
+        `uid`: the client's unique id (canonical form; the caller checks it is free, see
+        Outcomes.find_uid). `ttl_ms`: the TTL to report (ms); `expire_ms`: evict the job this
+        many ms from now (0 = never). `max_attempts`, `max_fails`: 0 = unlimited / fail at once.
+        `sched_ms`: wall ms of a workq schedule time (reported by inspect). `event`: the
+        history event (put, add, schedule, run).
+        """
         job = Job(self.next_id, queue, payload, priority, ttr_ms, delay_ms,
                   self.clock.wall_ms(), dialect, uid)
         self.next_id += 1
         self.jobs[job.id] = job
+        if uid is not None:
+            self.by_uid[uid] = job
+        if ttl_ms or expire_ms or max_attempts or max_fails or sched_ms:
+            job.ttl_ms = ttl_ms
+            job.max_attempts = max_attempts
+            job.max_fails = max_fails
+            job.sched_ms = sched_ms
+            if expire_ms:
+                self._expire_at(job, self.clock.monotonic_ms() + expire_ms)
         q = self.queues.get(queue) or self.queue(queue)
         q.total_jobs += 1
         self.total_jobs += 1
@@ -199,7 +226,7 @@ class Engine(Scheduling):
         if j is not None:
             if queue not in j.known_queues:
                 j.queue_seen(queue)
-            j.record(job, "put", dialect, True, job.created_ms)
+            j.record(job, event, dialect, True, job.created_ms)
         if delay_ms > 0:
             self._to_delayed(job, q, self.clock.monotonic_ms() + delay_ms)
         else:
@@ -236,7 +263,7 @@ class Engine(Scheduling):
             job = self._pop_ready(bq)
             self._to_reserved(job, bq, owner, now)
             return job
-        soonest = self._soonest_deadline(owner) if owner.reserved else None
+        soonest = self._soonest_deadline(owner) if owner.reserved and owner.margin else None
         if soonest is not None and now >= soonest - SAFETY_MARGIN_MS:
             for q in qs:   # answered at once: queues created just for this reserve go again
                 self._gc(q)
@@ -250,7 +277,7 @@ class Engine(Scheduling):
     def reserve_job(self, owner: Owner, id: int) -> Job | None:
         """Reserve job `id` if it is ready, delayed or buried (beanstalkd 1.12 reserve-job)."""
         job = self.jobs.get(id)
-        if job is None or job.state is RESERVED:
+        if job is None or job.state is RESERVED or job.state is COMPLETED:
             return None
         q = self.queues[job.queue]
         self._leave(job, q)
@@ -299,17 +326,24 @@ class Engine(Scheduling):
         self._arm(job.deadline)
         return True
 
-    def delete(self, owner: Owner | None, id: int, dialect: str = "") -> bool:
-        """Delete job `id` unless another owner has it reserved."""
+    def delete(self, owner: Owner | None, id: int, dialect: str = "", force: bool = False,
+               event: str = "delete") -> bool:
+        """Delete job `id` unless another owner has it reserved or it is completed (beanstalk
+        sees completed jobs as gone). `force` (workq): delete in any state, whoever holds it."""
         job = self.jobs.get(id)
-        if job is None or (job.state is RESERVED and job.owner is not owner):
+        if job is None:
+            return False
+        if not force and (job.state is COMPLETED
+                          or (job.state is RESERVED and job.owner is not owner)):
             return False
         q = self.queues[job.queue]
         self._leave(job, q)
         job.state = DELETED
         del self.jobs[id]
+        if job.uid is not None:
+            self.by_uid.pop(job.uid, None)
         q.deletes += 1
-        self._log(job, "delete", owner.dialect if owner is not None else dialect)
+        self._log(job, event, owner.dialect if owner is not None else dialect)
         self._gc(q)
         return True
 
@@ -334,6 +368,10 @@ class Engine(Scheduling):
     def _kick(self, job: Job, q: Queue, dialect: str) -> None:
         self._leave(job, q)
         job.kicks += 1
+        if job.result is not None:   # a failed (dead-lettered) job revived: its result is void
+            job.result = None
+            if not job.ttl_ms:
+                job.expires_at = 0    # it was only kept for its result
         self._log(job, "kick", dialect)
         self._to_ready(job, q)
 
@@ -356,8 +394,9 @@ class Engine(Scheduling):
 
     # ----------------------------------------------------------------- peeks
     def peek(self, id: int) -> Job | None:
-        """The live job `id`, in any state, or None."""
-        return self.jobs.get(id)
+        """The live job `id` in a beanstalk-visible state (not completed), or None."""
+        job = self.jobs.get(id)
+        return None if job is None or job.state is COMPLETED else job
 
     def peek_ready(self, queue: str) -> Job | None:
         """The next job reserve would take from `queue` (ignores pause)."""

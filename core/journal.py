@@ -108,18 +108,23 @@ class Journal:
                     job.in_db = 0
                 continue
             ready_at = now_wall + (job.ready_at - now_mono) if st is DELAYED else None
+            exp = now_wall + (job.expires_at - now_mono) if job.expires_at else None
             if job.in_db:
                 upd.append((st, job.priority, ready_at, job.delay_ms, job.ttr_ms, job.reserves,
-                            job.timeouts, job.releases, job.buries, job.kicks, job.id))
+                            job.timeouts, job.releases, job.buries, job.kicks, job.fails,
+                            job.result, 1 if job.result_ok else 0, exp, job.id))
             else:
                 job.in_db = b.number
-                if job.reserves or job.timeouts or job.releases or job.buries or job.kicks:
-                    full.append((job.id, job.uid, job.queue, job.payload, job.priority, st,
-                                 job.created_ms, ready_at, job.delay_ms, job.ttr_ms, job.reserves,
-                                 job.timeouts, job.releases, job.buries, job.kicks, job.dialect))
+                row = (job.id, job.uid, job.queue, job.payload, job.priority, st,
+                       job.created_ms, ready_at, job.delay_ms, job.ttr_ms, job.dialect,
+                       job.ttl_ms, exp, job.max_attempts, job.max_fails, job.sched_ms)
+                if (job.reserves or job.timeouts or job.releases or job.buries or job.kicks
+                        or job.fails or job.result is not None):
+                    full.append(row + (job.reserves, job.timeouts, job.releases, job.buries,
+                                       job.kicks, job.fails, job.result,
+                                       1 if job.result_ok else 0))
                 else:
-                    ins.append((job.id, job.uid, job.queue, job.payload, job.priority, st,
-                                job.created_ms, ready_at, job.delay_ms, job.ttr_ms, job.dialect))
+                    ins.append(row)
         b.events = self.events
         self.events = []
         if self.new_queues:

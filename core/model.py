@@ -12,9 +12,14 @@ from collections import deque
 DELAYED = "delayed"
 READY = "ready"
 RESERVED = "reserved"
-BURIED = "buried"
+BURIED = "buried"      # also "failed": a buried job with a result (workq fail, DLQ)
+COMPLETED = "completed"  # finished with a result; kept until its TTL / result retention ends
 DELETED = "deleted"  # in memory only, between removal and the next journal flush
-LIVE_STATES = (DELAYED, READY, RESERVED, BURIED)
+LIVE_STATES = (DELAYED, READY, RESERVED, BURIED, COMPLETED)
+
+#: Derived uids: a job created without a client uid (a beanstalk put) is addressed by other
+#: dialects as this UUIDv4-shaped string; "6a6f6267-6174" is "jobgat" in ASCII hex.
+UID_PREFIX = "6a6f6267-6174-4"
 
 #: Ready jobs whose rank is below this count as "urgent" (beanstalk: pri < 1024).
 URGENT_RANK = -(2**31) + 1024
@@ -29,12 +34,17 @@ class Job:
     reserved), owner (the Owner holding the reservation), counters reserves / timeouts / releases /
     buries / kicks, dialect (str that created it), hver (heap-entry version, internal),
     in_db (0, or the number of the journal batch that inserted the row: internal).
+    Finishing fields: ttl_ms (the TTL the client gave, ms, 0 = none), expires_at (monotonic ms
+    when the job is evicted, 0 = never), max_attempts / max_fails (0 = unlimited / none),
+    fails (explicit failures), result (bytes or None), result_ok (success flag of the result),
+    sched_ms (wall ms of a workq `schedule` time, 0 = not scheduled).
     """
 
     __slots__ = (
         "id", "uid", "queue", "payload", "priority", "state", "created_ms", "delay_ms", "ttr_ms",
         "ready_at", "deadline", "owner", "reserves", "timeouts", "releases", "buries", "kicks",
-        "dialect", "hver", "in_db",
+        "dialect", "hver", "in_db", "ttl_ms", "expires_at", "max_attempts", "max_fails",
+        "fails", "result", "result_ok", "sched_ms",
     )
 
     def __init__(self, id: int, queue: str, payload: bytes, priority: int, ttr_ms: int,
@@ -59,6 +69,19 @@ class Job:
         self.dialect = dialect
         self.hver = 0
         self.in_db = 0
+        self.ttl_ms = 0
+        self.expires_at = 0
+        self.max_attempts = 0
+        self.max_fails = 0
+        self.fails = 0
+        self.result = None
+        self.result_ok = False
+        self.sched_ms = 0
+
+    @property
+    def finished(self) -> bool:
+        """True once the job has a result (completed, or failed for good)."""
+        return self.result is not None
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"<Job {self.id} {self.queue} {self.state} pri={self.priority}>"
@@ -69,15 +92,17 @@ class Queue:
 
     Indexes: `ready` heap of (priority, id, hver, job); `delayed` heap of (ready_at, id, hver, job);
     `buried` dict id -> job in bury order (FIFO); `waiters` deque of Waiters in arrival order.
-    Counters: live counts per state, `urgent` ready jobs, `total_jobs` created, `deletes`, `pauses`;
-    references: `using`, `watching` (connections that name it), `waiting` (live waiters).
+    Counters: live counts per state (`n_done`: completed jobs kept for their result), `urgent`
+    ready jobs, `total_jobs` created, `deletes`, `pauses`; references: `using`, `watching`
+    (connections that name it), `waiting` (live waiters); `keep`: never garbage-collected (a
+    workq name lives on once used, as in workq).
     Pause: `paused_until` monotonic ms (0 = not paused) and `pause_ms` (the last pause duration).
     """
 
     __slots__ = (
         "name", "ready", "delayed", "buried", "waiters", "n_ready", "n_delayed", "n_reserved",
         "urgent", "total_jobs", "deletes", "pauses", "using", "watching", "waiting",
-        "paused_until", "pause_ms",
+        "paused_until", "pause_ms", "n_done", "keep",
     )
 
     def __init__(self, name: str) -> None:
@@ -98,29 +123,37 @@ class Queue:
         self.waiting = 0
         self.paused_until = 0
         self.pause_ms = 0
+        self.n_done = 0
+        self.keep = False
 
     def is_empty(self) -> bool:
         """True when the queue holds no job in any state."""
-        return not (self.n_ready or self.n_delayed or self.n_reserved or self.buried)
+        return not (self.n_ready or self.n_delayed or self.n_reserved or self.buried
+                    or self.n_done)
 
     def is_referenced(self) -> bool:
-        """True when some connection uses, watches or waits on the queue."""
-        return bool(self.using or self.watching or self.waiting)
+        """True when some connection uses, watches or waits on the queue (or it is kept)."""
+        return bool(self.using or self.watching or self.waiting or self.keep)
 
 
 class Owner:
     """Who holds reservations: one per connection (beanstalk) or lock holder (bunqueue).
 
     `reserved` maps job id -> Job for the jobs this owner holds; `waiter` is its pending reserve.
-    `dialect` names the protocol, for the history table.
+    `dialect` names the protocol, for the history table. `margin`: a waiting reserve gets
+    DEADLINE_SOON near one of the owner's TTR deadlines (beanstalk; workq has no such reply).
+    `durable`: a reservation is committed before it is answered (workq counts attempts at lease
+    and they must survive a restart; beanstalk reservations are not stored).
     """
 
-    __slots__ = ("reserved", "waiter", "dialect")
+    __slots__ = ("reserved", "waiter", "dialect", "margin", "durable")
 
-    def __init__(self, dialect: str) -> None:
+    def __init__(self, dialect: str, margin: bool = True, durable: bool = False) -> None:
         self.reserved: dict[int, Job] = {}
         self.waiter: Waiter | None = None
         self.dialect = dialect
+        self.margin = margin
+        self.durable = durable
 
 
 class Waiter:
@@ -155,3 +188,40 @@ class _Outcome:
 
 TIMED_OUT = _Outcome("TIMED_OUT")
 DEADLINE_SOON = _Outcome("DEADLINE_SOON")
+
+
+class ResultWaiter:
+    """A client waiting for a job's result (workq `result`, `run`).
+
+    `job_id`: the job; `callback(outcome)` is called exactly once with the finished Job or
+    TIMED_OUT; `run`: this is the submitter of a workq `run`, whose job is deleted after it is
+    answered; `phase`: 0 = waiting for a worker, 1 = waiting until the lease's TTR deadline.
+    """
+
+    __slots__ = ("job_id", "callback", "done", "seq", "run", "phase")
+
+    def __init__(self, job_id: int, callback, seq: int, run: bool = False) -> None:
+        self.job_id = job_id
+        self.callback = callback
+        self.done = False
+        self.seq = seq
+        self.run = run
+        self.phase = 0
+
+
+def derived_uid(id: int) -> str:
+    """The uid other dialects use for job `id` when it has no client uid (a UUIDv4 shape:
+    UID_PREFIX + 3 hex digits, "-8" + 3 hex digits, "-" + 12 hex digits of the 72-bit id)."""
+    h = "%018x" % id
+    return f"{UID_PREFIX}{h[:3]}-8{h[3:6]}-{h[6:]}"
+
+
+def parse_derived_uid(uid: str) -> int | None:
+    """The job id encoded in a derived uid (see derived_uid), or None when `uid` is not one.
+    `uid` must be in canonical lower-case form."""
+    if len(uid) != 36 or not uid.startswith(UID_PREFIX) or uid[19] != "8":
+        return None
+    try:
+        return int(uid[15:18] + uid[20:23] + uid[24:], 16)
+    except ValueError:
+        return None

@@ -2,11 +2,13 @@
 
 Rules, as beanstalkd does after a restart with a binlog: reserved jobs come back ready, buried
 stay buried (in id order), delayed keep their wall-clock deadline (already past: ready at the
-first tick), ids continue after the highest ever handed out.
+first tick), ids continue after the highest ever handed out. Completed jobs keep their result;
+TTLs keep their wall-clock end (already past: evicted at the first tick); attempts and fails
+counts are kept.
 """
 from __future__ import annotations
 
-from .model import BURIED, DELAYED, READY, RESERVED, Job
+from .model import BURIED, COMPLETED, DELAYED, READY, RESERVED, Job
 
 
 def restore(engine, loaded) -> int:
@@ -30,8 +32,20 @@ def restore(engine, loaded) -> int:
         job.releases = r["releases"]
         job.buries = r["buries"]
         job.kicks = r["kicks"]
+        job.fails = r["fails"]
+        job.ttl_ms = r["ttl_ms"]
+        job.max_attempts = r["max_attempts"]
+        job.max_fails = r["max_fails"]
+        job.sched_ms = r["sched_ms"]
+        if r["result"] is not None:
+            job.result = bytes(r["result"])
+            job.result_ok = bool(r["result_ok"])
         job.in_db = 1
         engine.jobs[job.id] = job
+        if job.uid is not None:
+            engine.by_uid[job.uid] = job
+        if r["expires_at_ms"] is not None:
+            engine._expire_at(job, now_mono + (r["expires_at_ms"] - now_wall))
         q = engine.queue(job.queue)
         q.total_jobs += 1
         st = r["state"]
@@ -39,6 +53,9 @@ def restore(engine, loaded) -> int:
             engine._to_delayed(job, q, now_mono + (r["ready_at_ms"] - now_wall))
         elif st == BURIED:
             engine._to_buried(job, q)
+        elif st == COMPLETED:
+            job.state = COMPLETED
+            q.n_done += 1
         else:
             engine._to_ready(job, q)
             if st == RESERVED and engine.journal is not None:
@@ -46,5 +63,5 @@ def restore(engine, loaded) -> int:
         n += 1
     engine.total_jobs += n
     engine.next_id = max(engine.next_id, loaded.next_id)
-    assert all(j.state in (READY, DELAYED, BURIED) for j in engine.jobs.values())
+    assert all(j.state in (READY, DELAYED, BURIED, COMPLETED) for j in engine.jobs.values())
     return n

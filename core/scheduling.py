@@ -2,8 +2,9 @@
 
 `Scheduling` is the base of core.engine.Engine: it keeps the waiters (per-queue FIFO deques, served
 longest-waiter first) and the timer heaps, and runs due work in `tick()`. Times are monotonic ms.
-Timed work: delayed -> ready, TTR expiry (reserved -> ready, counts a timeout), reserve timeouts
-(TIMED_OUT), the DEADLINE_SOON safety margin of a waiting owner, the end of a queue pause.
+Timed work: delayed -> ready, TTR expiry (reserved -> ready, counts a timeout; or failed at
+max-attempts), reserve timeouts (TIMED_OUT), the DEADLINE_SOON safety margin of a waiting owner,
+the end of a queue pause, result-wait timeouts and TTL eviction (core.outcomes).
 """
 from __future__ import annotations
 
@@ -101,7 +102,7 @@ class Scheduling:
     def next_due(self):
         """Monotonic ms of the earliest timer, or None when there is none."""
         due = _INF
-        for h in (self._delayed, self._reserved, self._timers, self._pauses):
+        for h in (self._delayed, self._reserved, self._timers, self._pauses, self._expiry):
             if h and h[0][0] < due:
                 due = h[0][0]
         self._wake_at = due
@@ -118,14 +119,14 @@ class Scheduling:
         for job in _due(self._reserved, now):
             q = self.queues[job.queue]
             self._leave(job, q)
-            job.timeouts += 1
-            self.job_timeouts += 1
-            self._log(job, "timeout", "jobgate")
-            self._to_ready(job, q)
+            self._ttr_expired(job, q)
         h = self._timers
         while h and h[0][0] <= now:
             _, _, kind, w = heappop(h)
             if w.done:
+                continue
+            if kind == 2:   # a result waiter (core.outcomes)
+                self._result_timer(w, now)
                 continue
             if kind == 0:
                 self._finish_waiter(w)
@@ -147,3 +148,5 @@ class Scheduling:
                 q.paused_until = 0
                 if q.waiting:
                     self._dispatch(q)
+        if self._expiry and self._expiry[0][0] <= now:
+            self._expire_due(now)

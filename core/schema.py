@@ -1,8 +1,8 @@
 """The SQL schema, defined once (SQLAlchemy 2 Core). Tables are created only by Alembic
 migrations (migrations/versions); this module is what the code and the migrations agree on.
 
-Units: *_ms columns are milliseconds; created_ms / ready_at_ms / at_ms are wall-clock ms since the
-Unix epoch; priority is the canonical rank (lower first).
+Units: *_ms columns are milliseconds; created_ms / ready_at_ms / expires_at_ms / sched_ms / at_ms
+are wall-clock ms since the Unix epoch; priority is the canonical rank (lower first).
 """
 from __future__ import annotations
 
@@ -31,6 +31,15 @@ jobs = sa.Table(
     sa.Column("buries", sa.Integer, nullable=False, server_default="0"),
     sa.Column("kicks", sa.Integer, nullable=False, server_default="0"),
     sa.Column("dialect", sa.String(16), nullable=False),
+    # finishing (migration 0002): TTL, attempts and fails limits, result, workq schedule time
+    sa.Column("ttl_ms", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("expires_at_ms", sa.BigInteger, nullable=True),
+    sa.Column("max_attempts", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("max_fails", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("sched_ms", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("fails", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("result", sa.LargeBinary, nullable=True),
+    sa.Column("result_ok", sa.SmallInteger, nullable=False, server_default="0"),
     # unique where set: beanstalk jobs have no uid, workq / bunqueue ids are unique
     sa.Index("ux_jobs_uid", "uid", unique=True, sqlite_where=sa.text("uid IS NOT NULL"),
              postgresql_where=sa.text("uid IS NOT NULL")),
@@ -61,14 +70,16 @@ meta = sa.Table(
     sa.Column("value", sa.BigInteger, nullable=False),
 )
 
-#: Column order of Batch.inserts_full rows (core.journal).
-JOB_INSERT_COLUMNS = ("id", "uid", "queue", "payload", "priority", "state", "created_ms",
-                      "ready_at_ms", "delay_ms", "ttr_ms", "reserves", "timeouts", "releases",
-                      "buries", "kicks", "dialect")
 #: Column order of Batch.inserts rows: new jobs whose counters are all zero (the common case).
 JOB_NEW_COLUMNS = ("id", "uid", "queue", "payload", "priority", "state", "created_ms",
-                   "ready_at_ms", "delay_ms", "ttr_ms", "dialect")
+                   "ready_at_ms", "delay_ms", "ttr_ms", "dialect", "ttl_ms", "expires_at_ms",
+                   "max_attempts", "max_fails", "sched_ms")
+#: Column order of Batch.inserts_full rows (core.journal): JOB_NEW_COLUMNS, then counters
+#: and the result.
+JOB_INSERT_COLUMNS = JOB_NEW_COLUMNS + ("reserves", "timeouts", "releases", "buries", "kicks",
+                                        "fails", "result", "result_ok")
 #: Column order of Batch.updates rows; the job id comes last.
 JOB_UPDATE_COLUMNS = ("state", "priority", "ready_at_ms", "delay_ms", "ttr_ms", "reserves",
-                      "timeouts", "releases", "buries", "kicks")
+                      "timeouts", "releases", "buries", "kicks", "fails", "result", "result_ok",
+                      "expires_at_ms")
 EVENT_COLUMNS = ("job_id", "queue", "dialect", "event", "at_ms", "attempt")

@@ -48,7 +48,7 @@ def check_schema(url: str) -> None:
         idx = {i["name"]: i for i in insp.get_indexes("jobs")}
         assert idx["ux_jobs_uid"]["unique"] and idx["ux_jobs_uid"]["column_names"] == ["uid"]
         with eng.connect() as c:
-            assert c.exec_driver_sql("SELECT version_num FROM alembic_version").all() == [("0001",)]
+            assert c.exec_driver_sql("SELECT version_num FROM alembic_version").all() == [("0002",)]
             meta = c.exec_driver_sql("SELECT key, value FROM jobgate_meta").all()
             assert meta == [("next_id", 1)]
     finally:
