@@ -4,6 +4,7 @@ A file looks like this (every key optional; unknown keys are an error naming the
 
     listeners:
       beanstalk: {host: 127.0.0.1, port: 11300}    # or {unix: /run/jobgate.sock}
+      workq: {host: 127.0.0.1, port: 9922}
     database:
       url: sqlite:///jobgate.db                     # or postgresql+psycopg://user@host/db
       sqlite_synchronous: normal                    # normal | full
@@ -22,8 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-DIALECTS = ("beanstalk",)
-DEFAULT_PORTS = {"beanstalk": 11300}
+DIALECTS = ("beanstalk", "workq")
+DEFAULT_PORTS = {"beanstalk": 11300, "workq": 9922}
 DURABILITY = ("commit", "buffered", "memory")
 
 
@@ -49,7 +50,8 @@ class Listener:
 class Config:
     """The validated configuration (see the module docstring for the file format)."""
 
-    listeners: list = field(default_factory=lambda: [Listener("beanstalk", "127.0.0.1", 11300)])
+    listeners: list = field(default_factory=lambda: [Listener("beanstalk", "127.0.0.1", 11300),
+                                                     Listener("workq", "127.0.0.1", 9922)])
     database_url: str = "sqlite:///jobgate.db"
     sqlite_synchronous: str = "normal"
     durability: str = "commit"

@@ -16,8 +16,9 @@ import anyio
 from core.clock import SystemClock
 from core.engine import Engine
 from protocols.beanstalk import ServerInfo
+from protocols.workq import WorkqInfo
 
-from . import beanstalk_conn
+from . import beanstalk_conn, workq_conn
 from .config import Config
 from .logs import event
 
@@ -26,6 +27,9 @@ log = logging.getLogger("jobgate")
 
 async def _no_wait() -> None:
     return None
+
+
+_SERVE = {"beanstalk": beanstalk_conn.serve, "workq": workq_conn.serve}
 
 
 class Runtime:
@@ -52,6 +56,8 @@ class Runtime:
             from core.recovery import restore
             self.restored = restore(self.engine, self.store.load())
         self.beanstalk_info = ServerInfo(self.engine, config.beanstalk_max_job_size, version)
+        self.workq_info = WorkqInfo(self.engine)
+        self.connections = 0   # open client connections, every dialect (limits.max_connections)
         self.durable = _no_wait
         self._stop = None
         self._tick = None
@@ -117,14 +123,16 @@ class Runtime:
             return await anyio.create_unix_listener(lst.unix)
         return await anyio.create_tcp_listener(local_host=lst.host, local_port=lst.port)
 
-    async def _handler(self, stream) -> None:
-        try:
-            sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)
-            if sock.family in (socket.AF_INET, socket.AF_INET6):
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        except Exception:  # pragma: no cover - best effort
-            pass
-        await beanstalk_conn.serve(stream, self)
+    def _handler(self, serve):
+        async def handle(stream) -> None:
+            try:
+                sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)
+                if sock.family in (socket.AF_INET, socket.AF_INET6):
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except Exception:  # pragma: no cover - best effort
+                pass
+            await serve(stream, self)
+        return handle
 
     async def run(self, ready=None) -> None:
         """Serve until SIGTERM/SIGINT; then stop accepting, flush storage and return."""
@@ -147,7 +155,7 @@ class Runtime:
                 listeners.append(await self._listen(lst))
             async with anyio.create_task_group() as serving:
                 for lst, l in zip(self.config.listeners, listeners):
-                    serving.start_soon(l.serve, self._handler)
+                    serving.start_soon(l.serve, self._handler(_SERVE[lst.dialect]))
                     if lst.unix:
                         addr = f"unix:{lst.unix}"
                     else:

@@ -1,0 +1,108 @@
+"""workq replies, and how a canonical job looks through workq (docs/mapping.md).
+
+Reply formats: workq-protocol.txt; every success line starts with `+` (the spec's bare `OK`
+lines are wrong, ../shared/reference/README.md). Inspect key order: name, ttr, ttl,
+payload-size, payload, max-attempts, attempts, max-fails, fails, priority, state, created
+[, time].
+
+Deviations from the reference, on purpose (docs/workq.md): `inspect server` announces the 3 keys
+it sends (the reference says 2); a payload containing CR or LF is left out of inspect replies
+(key count one lower) instead of breaking the line framing.
+"""
+from __future__ import annotations
+
+from core.model import BURIED, COMPLETED, DELAYED, RESERVED, Job
+
+from .values import format_time
+
+OK = b"+OK\r\n"
+NOT_FOUND = b"-NOT-FOUND\r\n"
+TIMEOUT = b"-TIMEOUT\r\n"
+
+INT32_MIN = -(2**31)
+INT32_MAX = 2**31 - 1
+
+# workq job states (workq-protocol.txt, "inspect job")
+NEW, COMPLETED_STATE, FAILED, PENDING, LEASED = 0, 1, 2, 3, 4
+
+
+def to_rank(priority: int) -> int:
+    """workq priority (int32, higher first) -> canonical rank (lower first): r = -priority."""
+    return -priority
+
+
+def to_priority(rank: int) -> int:
+    """canonical rank -> workq priority, clamped to int32 (a beanstalk pri 0 shows 2^31 - 1)."""
+    p = -rank
+    return INT32_MIN if p < INT32_MIN else INT32_MAX if p > INT32_MAX else p
+
+
+def state_code(job: Job) -> int:
+    """The workq state of a canonical job: ready or delayed -> 0 new (never leased) or
+    3 pending (leased before); reserved -> 4 leased; completed -> 1; buried (failed, or buried
+    through beanstalk) -> 2 failed."""
+    s = job.state
+    if s is RESERVED:
+        return LEASED
+    if s is COMPLETED:
+        return COMPLETED_STATE
+    if s is BURIED:
+        return FAILED
+    return PENDING if job.reserves else NEW
+
+
+def job_entry(uid: str, job: Job, wall_now: int, mono_now: int) -> bytes:
+    """One job of an inspect reply: `<id> <key-count>` and its key lines."""
+    p = job.payload
+    keys = [
+        b"name " + job.queue.encode(),
+        b"ttr %d" % job.ttr_ms,
+        b"ttl %d" % job.ttl_ms,
+        b"payload-size %d" % len(p),
+    ]
+    if b"\r" not in p and b"\n" not in p:
+        keys.append(b"payload " + p)
+    keys += [
+        b"max-attempts %d" % job.max_attempts,
+        b"attempts %d" % job.reserves,
+        b"max-fails %d" % job.max_fails,
+        b"fails %d" % job.fails,
+        b"priority %d" % to_priority(job.priority),
+        b"state %d" % state_code(job),
+        b"created " + format_time(job.created_ms).encode(),
+    ]
+    if job.sched_ms:
+        keys.append(b"time " + format_time(job.sched_ms).encode())
+    elif job.state is DELAYED:   # delayed through another dialect: when it becomes ready
+        keys.append(b"time " + format_time(wall_now + job.ready_at - mono_now).encode())
+    head = b"%s %d\r\n" % (uid.encode(), len(keys))
+    return head + b"\r\n".join(keys) + b"\r\n"
+
+
+def jobs_reply(entries: list) -> bytes:
+    """`+OK <n>` followed by n job entries (bytes from job_entry)."""
+    return b"+OK %d\r\n" % len(entries) + b"".join(entries)
+
+
+def queue_entry(name: str, ready: int, scheduled: int) -> bytes:
+    """One queue of an inspect queue / queues reply."""
+    return b"%s 2\r\nready-len %d\r\nscheduled-len %d\r\n" % (name.encode(), ready, scheduled)
+
+
+def lease_reply(uid: str, job: Job) -> bytes:
+    """`+OK 1`, `<id> <name> <ttr> <payload-size>`, payload."""
+    p = job.payload
+    return b"+OK 1\r\n%s %s %d %d\r\n%s\r\n" % (uid.encode(), job.queue.encode(), job.ttr_ms,
+                                                len(p), p)
+
+
+def result_reply(uid: str, job: Job) -> bytes:
+    """`+OK 1`, `<id> <success> <result-size>`, result (result and run)."""
+    r = job.result
+    return b"+OK 1\r\n%s %d %d\r\n%s\r\n" % (uid.encode(), 1 if job.result_ok else 0, len(r), r)
+
+
+def server_reply(active_clients: int, evicted: int, started_ms: int) -> bytes:
+    """inspect server: active-clients, evicted-jobs, started (3 keys, announced as 3)."""
+    return (b"+OK 1\r\nserver 3\r\nactive-clients %d\r\nevicted-jobs %d\r\nstarted %s\r\n"
+            % (active_clients, evicted, format_time(started_ms).encode()))

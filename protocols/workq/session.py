@@ -1,0 +1,386 @@
+"""One workq connection's command handling (sans-IO).
+
+`Session.handle(item)` takes an item from parser.Parser and returns the reply bytes, WAIT (a
+lease, result or run must wait: the engine calls back, `on_wake` fires, the I/O layer calls
+`take_reply()`) or QUIT (close the connection). Checks run in the reference's order, so a
+command with several bad arguments gets the same error line as from workq: first the handler's
+parsing (id syntax, numbers, flags), then the controller's validation (UUIDv4, name, ranges,
+time), then duplicates (../shared/reference/workq-golden.txt).
+
+workq leases are not owned by the connection: complete, fail and delete work from any
+connection, and a connection that closes leaves its leases to their TTR (workq-protocol.txt,
+"lease"). Reservations are committed before the lease is answered, so attempts survive a crash.
+"""
+from __future__ import annotations
+
+from core.model import TIMED_OUT, Job, Owner
+
+from . import replies as R
+from .parser import ARGS, CLOSE, UNKNOWN, Reply, client_error
+from .values import (MAX_LIMIT, MAX_TIMEOUT, MAX_TTL, MAX_TTR, canonical, is_v4, parse_int,
+                     parse_time, parse_uint, parse_uuid, valid_name)
+
+WAIT = object()
+QUIT = object()
+
+INVALID_ID = client_error(b"Invalid ID")
+INVALID_NAME = client_error(b"Invalid Name")
+INVALID_TTR = client_error(b"Invalid TTR")
+INVALID_TTL = client_error(b"Invalid TTL")
+INVALID_TIME = client_error(b"Invalid Time")
+INVALID_TIMEOUT = client_error(b"Invalid wait timeout")
+DUPLICATE_JOB = client_error(b"Duplicate job")
+DUPLICATE_RESULT = client_error(b"Duplicate result")
+_FLAG_ERRORS = {b"max-attempts": client_error(b"Invalid Max Attempts"),
+                b"max-fails": client_error(b"Invalid Max Fails")}
+INVALID_PRIORITY = client_error(b"Invalid Priority")
+
+
+class WorkqInfo:
+    """Server-wide workq state: the engine, start time (wall ms), connected clients."""
+
+    def __init__(self, engine, started_ms: int | None = None) -> None:
+        self.engine = engine
+        self.started_ms = engine.clock.wall_ms() if started_ms is None else started_ms
+        self.connections = 0
+
+
+def _timeout(b: bytes) -> int | None:
+    t = parse_uint(b, 32)
+    return t if t is not None and t <= MAX_TIMEOUT else None
+
+
+class Session:
+    """A workq client connection. `need_commit` is set when a reply must wait for the journal
+    commit (the I/O layer waits and clears it). Call `close()` once when the connection ends."""
+
+    def __init__(self, info: WorkqInfo) -> None:
+        self.info = info
+        self.engine = info.engine
+        self.owner = Owner("workq", margin=False, durable=True)
+        self.on_wake = None
+        self.need_commit = False
+        self._waiter = None     # a ResultWaiter while result / run waits
+        self._reply = None
+        info.connections += 1
+        self._ops = {
+            b"add": self._add, b"schedule": self._schedule, b"run": self._run,
+            b"lease": self._lease, b"complete": self._complete, b"fail": self._fail,
+            b"delete": self._delete, b"result": self._result, b"inspect": self._inspect,
+        }
+
+    # ------------------------------------------------------------------ entry
+    def handle(self, item):
+        """Run one parser item; returns reply bytes, WAIT or QUIT."""
+        if item is CLOSE:
+            return QUIT
+        if item.__class__ is Reply:
+            return item.data
+        return self._ops[item.name](item)
+
+    def has_reply(self) -> bool:
+        """True when a command that returned WAIT already has its answer."""
+        return self._reply is not None
+
+    def take_reply(self) -> bytes:
+        """The answer of the command that returned WAIT (after `on_wake`)."""
+        r, self._reply = self._reply, None
+        return r
+
+    def cancel_wait(self) -> bytes | None:
+        """The client went away during a wait: withdraw it (a run's job is deleted); returns
+        -TIMEOUT, or None when the answer is already there (take_reply())."""
+        if self._reply is not None:
+            return None
+        w, self._waiter = self._waiter, None
+        if w is not None:
+            self.engine.cancel_result_wait(w)
+        else:
+            self.engine.cancel_wait(self.owner)
+        return R.TIMEOUT
+
+    def close(self) -> None:
+        """Connection ended: withdraw a pending wait (leases stay until their TTR)."""
+        self.cancel_wait()
+        self.info.connections -= 1
+
+    def _wake(self, reply: bytes) -> None:
+        self._reply = reply
+        self._waiter = None
+        if self.on_wake is not None:
+            self.on_wake()
+
+    # ------------------------------------------------------------ job building
+    def _new_job(self, c, ttl_at: int | None, flags: tuple):
+        """Parse add / schedule / run arguments in the reference's order. Returns
+        (uid bytes, name, ttr, ttl, time ms, {flag: value}) or an error reply."""
+        a = c.args
+        u = parse_uuid(a[0])
+        if u is None:
+            return INVALID_ID
+        ttr = parse_uint(a[2], 32)
+        if ttr is None:
+            return INVALID_TTR
+        ttl = sched = 0
+        if ttl_at is not None:
+            ttl = parse_uint(a[ttl_at], 64)
+            if ttl is None:
+                return INVALID_TTL
+            if ttl_at == 3 and len(a) == 6:   # schedule: the time follows the TTL
+                sched = parse_time(a[4])
+                if sched is None:
+                    return INVALID_TIME
+        vals = {}
+        for f in flags:
+            v = c.flags.get(f)
+            if v is not None:
+                x = parse_int(v, 32) if f == b"priority" else parse_uint(v, 8)
+                if x is None:
+                    return INVALID_PRIORITY if f == b"priority" else _FLAG_ERRORS[f]
+                vals[f] = x
+        return u, a[1], ttr, ttl, sched, vals
+
+    def _validate(self, u: bytes, name: bytes, ttr: int) -> bytes | None:
+        if not is_v4(u):
+            return INVALID_ID
+        if not valid_name(name):
+            return INVALID_NAME
+        if ttr == 0 or ttr > MAX_TTR:
+            return INVALID_TTR
+        return None
+
+    def _enqueue(self, c, scheduled: bool):
+        if len(c.flags) > 3:
+            return ARGS
+        r = self._new_job(c, 3, (b"max-attempts", b"max-fails", b"priority"))
+        if r.__class__ is bytes:
+            return r
+        u, name, ttr, ttl, sched, vals = r
+        err = self._validate(u, name, ttr)
+        if err is not None:
+            return err
+        if ttl == 0 or ttl > MAX_TTL:
+            return INVALID_TTL
+        e = self.engine
+        now = e.clock.wall_ms()
+        start = sched if scheduled else now
+        if start + ttl < now:
+            return INVALID_TIME
+        uid = canonical(u)
+        if e.uid_taken(uid):
+            return DUPLICATE_JOB
+        q = name.decode()
+        e.queue(q).keep = True
+        e.put(q, c.payload, R.to_rank(vals.get(b"priority", 0)), max(0, start - now), ttr,
+              "workq", uid, ttl_ms=ttl, expire_ms=max(1, start + ttl - now),
+              max_attempts=vals.get(b"max-attempts", 0), max_fails=vals.get(b"max-fails", 0),
+              sched_ms=sched, event="schedule" if scheduled else "add")
+        self.need_commit = True
+        return R.OK
+
+    # --------------------------------------------------------------- commands
+    def _add(self, c):
+        return self._enqueue(c, False)
+
+    def _schedule(self, c):
+        return self._enqueue(c, True)
+
+    def _run(self, c):
+        if len(c.flags) > 1:
+            return ARGS
+        r = self._new_job(c, None, (b"priority",))
+        if r.__class__ is bytes:
+            return r
+        u, name, ttr, _, _, vals = r
+        wait = _timeout(c.args[3])
+        if wait is None:
+            return INVALID_TIMEOUT
+        err = self._validate(u, name, ttr)
+        if err is not None:
+            return err
+        uid = canonical(u)
+        e = self.engine
+        if e.uid_taken(uid):
+            return DUPLICATE_JOB
+        q = name.decode()
+        e.queue(q).keep = True
+        self._waiter = e.run(q, c.payload, R.to_rank(vals.get(b"priority", 0)), ttr, wait, uid,
+                             "workq", self._run_done)
+        self.need_commit = True
+        return WAIT
+
+    def _run_done(self, outcome) -> None:
+        if outcome is TIMED_OUT:
+            self._wake(R.TIMEOUT)
+        else:
+            self._wake(R.result_reply(self.engine.uid_of(outcome), outcome))
+
+    def _lease(self, c):
+        if c.flags:
+            return ARGS
+        wait = _timeout(c.args[-1])
+        if wait is None:
+            return INVALID_TIMEOUT
+        names = list(dict.fromkeys(c.args[:-1]))
+        for n in names:
+            if not valid_name(n):
+                return INVALID_NAME
+        e = self.engine
+        qs = [n.decode() for n in names]
+        for q in qs:
+            e.queue(q).keep = True
+        r = e.reserve(self.owner, qs, wait, self._lease_done)
+        if r is TIMED_OUT:
+            return R.TIMEOUT
+        if r.__class__ is Job:
+            self.need_commit = True
+            return R.lease_reply(e.uid_of(r), r)
+        return WAIT
+
+    def _lease_done(self, outcome) -> None:
+        if outcome is TIMED_OUT:
+            self._wake(R.TIMEOUT)
+        else:
+            self.need_commit = True
+            self._wake(R.lease_reply(self.engine.uid_of(outcome), outcome))
+
+    def _lookup(self, arg: bytes, check_v4: bool = True):
+        """The job whose id is `arg`: Job, or an error reply (Invalid ID / -NOT-FOUND)."""
+        u = parse_uuid(arg)
+        if u is None or (check_v4 and not is_v4(u)):
+            return INVALID_ID
+        job = self.engine.find_uid(canonical(u))
+        return R.NOT_FOUND if job is None else job
+
+    def _finish(self, c, op):
+        if c.flags:
+            return ARGS
+        job = self._lookup(c.args[0])
+        if job.__class__ is bytes:
+            return job
+        if not op(job, c.payload, "workq"):
+            return DUPLICATE_RESULT
+        self.need_commit = True
+        return R.OK
+
+    def _complete(self, c):
+        return self._finish(c, self.engine.complete)
+
+    def _fail(self, c):
+        return self._finish(c, self.engine.fail)
+
+    def _delete(self, c):
+        if c.flags:
+            return ARGS
+        u = parse_uuid(c.args[0])
+        if u is None:
+            return INVALID_ID
+        if not is_v4(u):   # the reference ignores this validation error: +OK, nothing deleted
+            return R.OK
+        e = self.engine
+        job = e.find_uid(canonical(u))
+        if job is None:
+            return R.NOT_FOUND
+        e.delete(None, job.id, "workq", force=True)
+        self.need_commit = True
+        return R.OK
+
+    def _result(self, c):
+        if c.flags:
+            return ARGS
+        u = parse_uuid(c.args[0])
+        if u is None or not is_v4(u):
+            return INVALID_ID
+        wait = _timeout(c.args[1])
+        if wait is None:
+            return INVALID_TIMEOUT
+        e = self.engine
+        job = e.find_uid(canonical(u))
+        if job is None:
+            return R.NOT_FOUND
+        r = e.wait_result(job, wait, self._result_done)
+        if r is TIMED_OUT:
+            return R.TIMEOUT
+        if r.__class__ is Job:
+            return R.result_reply(e.uid_of(r), r)
+        self._waiter = r
+        return WAIT
+
+    def _result_done(self, outcome) -> None:
+        if outcome is TIMED_OUT:
+            self._wake(R.TIMEOUT)
+        else:
+            self._wake(R.result_reply(self.engine.uid_of(outcome), outcome))
+
+    # ---------------------------------------------------------------- inspect
+    def _inspect(self, c):
+        a = c.args
+        obj = a[0]
+        n = len(a)
+        if obj == b"server":
+            if n != 1 or c.flags:
+                return ARGS
+            info = self.info
+            return R.server_reply(info.connections, self.engine.evicted_jobs, info.started_ms)
+        if obj == b"job":
+            if n != 2 or c.flags:
+                return ARGS
+            job = self._lookup(a[1], check_v4=False)
+            if job.__class__ is bytes:
+                return job
+            return R.jobs_reply([self._entry(job)])
+        if obj == b"queue":
+            if n != 2 or c.flags:
+                return ARGS
+            if not valid_name(a[1]):
+                return INVALID_NAME
+            q = self._visible(a[1].decode())
+            if q is None:
+                return R.NOT_FOUND
+            return b"+OK 1\r\n" + R.queue_entry(q.name, q.n_ready, q.n_delayed)
+        if obj == b"queues":
+            if n != 3 or c.flags:
+                return ARGS
+            page = self._page(a[1], a[2])
+            if page.__class__ is bytes:
+                return page
+            qs = self.engine.queues
+            names = sorted(x for x in qs if self._visible(x) is not None)
+            names = names[page[0]:page[0] + page[1]]
+            return b"+OK %d\r\n" % len(names) + b"".join(
+                R.queue_entry(x, qs[x].n_ready, qs[x].n_delayed) for x in names)
+        if obj == b"jobs" or obj == b"scheduled-jobs":
+            if n != 4 or c.flags:
+                return ARGS
+            if not valid_name(a[1]):
+                return INVALID_NAME
+            page = self._page(a[2], a[3])
+            if page.__class__ is bytes:
+                return page
+            e = self.engine
+            q = self._visible(a[1].decode())
+            if q is None:
+                return R.NOT_FOUND
+            lister = e.ready_page if obj == b"jobs" else e.delayed_page
+            return R.jobs_reply([self._entry(j) for j in lister(q, *page)])
+        return UNKNOWN
+
+    def _visible(self, name: str):
+        """The queue `name` as workq sees it: one used through workq (workq keeps such queues)
+        or holding jobs; a tube that exists only because beanstalk clients use or watch it
+        (e.g. "default") is not a workq queue. Returns the Queue or None."""
+        q = self.engine.queues.get(name)
+        return q if q is not None and (q.keep or not q.is_empty()) else None
+
+    def _page(self, offset: bytes, limit: bytes):
+        o = parse_uint(offset, 32)
+        if o is None:
+            return client_error(b"Invalid cursor offset")
+        n = parse_uint(limit, 16)
+        if n is None or not 1 <= n <= MAX_LIMIT:
+            return client_error(b"Invalid limit")
+        return o, n
+
+    def _entry(self, job: Job) -> bytes:
+        clock = self.engine.clock
+        return R.job_entry(self.engine.uid_of(job), job, clock.wall_ms(), clock.monotonic_ms())
