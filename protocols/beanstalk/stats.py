@@ -140,10 +140,12 @@ class ServerInfo:
         else:
             left = 0
         age = (e.clock.wall_ms() - job.created_ms) // 1000
+        # whole seconds, rounded up: a workq job's 200 ms TTR shows as 1, never 0
+        delay_s, ttr_s = -(-job.delay_ms // 1000), -(-job.ttr_ms // 1000)
         body = (
             f"---\nid: {job.id}\ntube: {_quote(job.queue)}\nstate: {st}\n"
             f"pri: {to_pri(job.priority)}\nage: {age if age > 0 else 0}\n"
-            f"delay: {job.delay_ms // 1000}\nttr: {job.ttr_ms // 1000}\ntime-left: {left}\n"
+            f"delay: {delay_s}\nttr: {ttr_s}\ntime-left: {left}\n"
             f"file: 0\nreserves: {job.reserves}\ntimeouts: {job.timeouts}\n"
             f"releases: {job.releases}\nburies: {job.buries}\nkicks: {job.kicks}\n"
         )
