@@ -46,7 +46,7 @@ class Scheduling:
             q.waiting += 1
         self.waiting += 1
         h = self._timers
-        if len(h) > 4 * self.waiting + 1024:   # entries of served waiters: drop them
+        if len(h) > 4 * (self.waiting + len(self.result_waiters)) + 1024:   # served: drop
             h[:] = [e for e in h if not e[3].done]
             heapify(h)
         if w.timeout_at is not None:
