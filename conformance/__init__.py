@@ -13,4 +13,8 @@ Modules:
 - ``known_differences`` the documented, intended differences of jobgate (D1..D5) as data.
 - ``beanstalk``         the beanstalk scenario suite registry and its CLI (check one server).
 - ``differential``      beanstalkd vs jobgate, scenario by scenario, and its CLI.
+- ``workq``             the workq scenario suite (golden transcript + extras) and its CLI.
+- ``workq_client``      a small blocking workq client and the workq reply framing.
+- ``workq_known_differences`` jobgate's deliberate differences from workq (W1..W8) as data.
+- ``workq_scenarios_*`` the workq scenarios, by section, and their building blocks (common).
 """

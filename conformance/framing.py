@@ -12,6 +12,7 @@ import re
 import socket
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 __all__ = [
     "END_OK",
@@ -81,13 +82,18 @@ def split_frame(buf: bytes | bytearray) -> tuple[bytes | None, int, bool]:
 
 
 class WireConn:
-    """One client TCP connection with a receive buffer that understands reply frames.
+    """One client TCP connection with a receive buffer that understands reply frames
+    (beanstalk framing unless another ``splitter`` is given).
 
     All timeouts and windows are in seconds (float). Nothing here retries or reconnects.
     """
 
-    def __init__(self, host: str, port: int, connect_timeout: float = 5.0) -> None:
-        """Connect to ``host:port`` (TCP); ``connect_timeout`` in seconds."""
+    def __init__(self, host: str, port: int, connect_timeout: float = 5.0,
+                 splitter: Callable | None = None) -> None:
+        """Connect to ``host:port`` (TCP); ``connect_timeout`` in seconds. ``splitter`` cuts
+        one reply frame from a buffer with the contract of ``split_frame`` (the default:
+        beanstalk framing); another dialect passes its own."""
+        self.splitter = splitter or split_frame
         self.sock = socket.create_connection((host, port), timeout=connect_timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.buf = bytearray()
@@ -149,7 +155,7 @@ class WireConn:
         for _ in range(_MAX_LOOP):
             if limit is not None and len(frames) >= limit:
                 return False
-            frame, used, bad = split_frame(self.buf)
+            frame, used, bad = self.splitter(self.buf)
             if frame is None:
                 return False
             del self.buf[:used]

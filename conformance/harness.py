@@ -115,7 +115,7 @@ def check_expectations(scenario: Scenario, run: ScenarioRun, documented: bool = 
         normalizers=normalizers() if documented else (),
         overrides=overrides_for(scenario.name) if documented else None,
         accept={s.label: s.alternatives for s in scenario.steps if s.alternatives},
-        base=[host_dependent_mask],
+        base=[host_dependent_mask, *scenario.masks],
     )
 
 

@@ -214,22 +214,24 @@ def normalizers() -> list[tuple[str, Callable[[bytes], bytes]]]:
     return [(d.id, d.normalize) for d in DIFFERENCES if d.normalize is not None]
 
 
-def overrides_for(scenario: str) -> dict[str, tuple[str, Outcome]]:
-    """Per-step expectations for ``scenario``: step label -> (difference id, jobgate outcome)."""
+def overrides_for(scenario: str, differences=None) -> dict[str, tuple[str, Outcome]]:
+    """Per-step expectations for ``scenario``: step label -> (difference id, jobgate outcome).
+    ``differences``: the Difference list to read (default: the beanstalk D1..D5)."""
     out: dict[str, tuple[str, Outcome]] = {}
-    for d in DIFFERENCES:
+    for d in (DIFFERENCES if differences is None else differences):
         for c in d.cases:
             if c.scenario == scenario:
                 out[c.step] = (d.id, c.jobgate)
     return out
 
 
-def check_cases_exist(scenarios) -> list[str]:
+def check_cases_exist(scenarios, differences=None) -> list[str]:
     """Problems with the case list: cases naming a scenario or step that does not exist.
-    ``scenarios``: iterable of Scenario. Returns human-readable problems (empty if fine)."""
+    ``scenarios``: iterable of Scenario; ``differences``: the Difference list to check
+    (default: the beanstalk D1..D5). Returns human-readable problems (empty if fine)."""
     by_name = {s.name: s for s in scenarios}
     problems = []
-    for d in DIFFERENCES:
+    for d in (DIFFERENCES if differences is None else differences):
         for c in d.cases:
             s = by_name.get(c.scenario)
             if s is None:

@@ -61,6 +61,9 @@ class Step:
     ``alternatives``: other outcomes beanstalkd 1.12 is known to show here (nondeterministic
     reference behaviour, explained in the scenario); any of them is accepted too.
     ``label``: unique name within the scenario; known differences refer to it.
+    ``render``: optional function called when the step runs; its bytes are sent instead of
+    ``data`` (for requests that depend on the time of the run, e.g. a workq schedule time).
+    ``data`` then holds a readable template (used for the default label).
     """
 
     conn: str
@@ -74,6 +77,11 @@ class Step:
     timeout: float = DEFAULT_TIMEOUT
     expect: Outcome | None = None
     alternatives: tuple[Outcome, ...] = ()
+    render: Callable[[], bytes] | None = None
+
+    def payload(self) -> bytes:
+        """The bytes this step sends now: ``render()`` when set, else ``data``."""
+        return self.render() if self.render is not None else self.data
 
 
 @dataclass(frozen=True)
@@ -85,6 +93,10 @@ class Scenario:
     ``needs_control``: True when a step signals the server process (cannot run against a bare
     host:port).
     ``doc``: one-line description.
+    ``splitter``: the dialect's reply-frame splitter (contract of ``framing.split_frame``);
+    None means beanstalk framing.
+    ``masks``: frame functions applied to both sides before comparing, for values this
+    scenario cannot pin down (e.g. a client count that depends on the harness); empty for most.
     """
 
     name: str
@@ -92,6 +104,8 @@ class Scenario:
     doc: str = ""
     flags: tuple[str, ...] = ()
     source: str = "extra"
+    splitter: Callable | None = None
+    masks: tuple[Callable[[bytes], bytes], ...] = ()
 
     @property
     def needs_control(self) -> bool:
@@ -170,7 +184,8 @@ def run_scenario(
     t_start = time.monotonic()
     try:
         for step in scenario.steps:
-            run.records.append(_run_step(step, conns, host, port, send_signal))
+            run.records.append(_run_step(step, conns, host, port, send_signal,
+                                         scenario.splitter))
         for name in sorted(conns):
             c = conns[name]
             if c.closed:
@@ -195,18 +210,21 @@ def _run_step(
     host: str,
     port: int,
     send_signal: Callable[[int], None] | None,
+    splitter: Callable | None = None,
 ) -> StepRecord:
     t0 = time.monotonic()
     conn = None
     if step.conn:
         conn = conns.get(step.conn)
         if conn is None:
-            conn = conns[step.conn] = WireConn(host, port)
+            conn = conns[step.conn] = WireConn(host, port, splitter=splitter)
     failed: Outcome | None = None
+    sent = step.data
     if step.action == "send":
         assert conn is not None
+        sent = step.payload()
         try:
-            conn.send(step.data)
+            conn.send(sent)
         except OSError:
             failed = Outcome((), END_RESET)
     elif step.action == "close":
@@ -239,7 +257,7 @@ def _run_step(
             outcome = conn.read_eof(step.timeout)
         else:
             raise ValueError(f"unknown read mode {step.read!r}")
-    return StepRecord(step.label, step.conn, step.data, outcome, time.monotonic() - t0)
+    return StepRecord(step.label, step.conn, sent, outcome, time.monotonic() - t0)
 
 
 # ----------------------------------------------------------------------------------------

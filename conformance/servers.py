@@ -21,6 +21,7 @@ __all__ = [
     "BEANSTALKD",
     "beanstalkd_cmd",
     "jobgate_cmd",
+    "jobgate_workq_cmd",
     "free_port",
     "ServerError",
     "ServerProcess",
@@ -39,6 +40,15 @@ def beanstalkd_cmd(port: int, flags: tuple[str, ...] = (), binary: str = BEANSTA
 def jobgate_cmd(port: int, flags: tuple[str, ...] = ()) -> list[str]:
     """argv for jobgate's beanstalkd-compatible CLI (accepts beanstalkd's flags)."""
     return [sys.executable, "-m", "gateway.beanstalkd_cli", "-l", HOST, "-p", str(port), *flags]
+
+
+def jobgate_workq_cmd(port: int, flags: tuple[str, ...] = ()) -> list[str]:
+    """argv for jobgate serving only the workq dialect on ``HOST:port``, jobs in a SQLite file
+    ``jobgate.db`` in the working directory (run it with ``fresh_cwd``), durability commit.
+    ``flags`` are appended (more ``jobgate serve`` options)."""
+    return [sys.executable, "-m", "gateway.cli", "serve", "--listen", f"workq={HOST}:{port}",
+            "--database", "sqlite:///jobgate.db", "--durability", "commit",
+            "--log-level", "warning", *flags]
 
 
 def parse_cmd_template(template: str):
