@@ -19,7 +19,6 @@ Exit status: 0 when every selected scenario matched, 1 otherwise, 2 on usage err
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import socket
 import sys
 import time
@@ -28,7 +27,8 @@ from . import (beanstalk_bodies, beanstalk_extra, beanstalk_golden, beanstalk_go
                beanstalk_timing, beanstalk_waiting)
 from .harness import check_expectations, format_verdict, jobgate_env, run_fresh, run_many
 from .known_differences import check_cases_exist
-from .scenario import Scenario, run_scenario
+from .scenario import (Scenario, find_scenario, run_scenario, select_scenarios,
+                       validate_suite)
 from .servers import BEANSTALKD, beanstalkd_cmd, jobgate_cmd, parse_cmd_template
 
 __all__ = ["SCENARIOS", "by_name", "select", "main"]
@@ -44,34 +44,17 @@ SCENARIOS: tuple[Scenario, ...] = (
 )
 
 
-def _validate() -> None:
-    names: set[str] = set()
-    for s in SCENARIOS:
-        if s.name in names:
-            raise ValueError(f"duplicate scenario name {s.name!r}")
-        names.add(s.name)
-        s.validate()
-    problems = check_cases_exist(SCENARIOS)
-    if problems:
-        raise ValueError("; ".join(problems))
-
-
-_validate()
+validate_suite(SCENARIOS, check_cases_exist)
 
 
 def by_name(name: str) -> Scenario:
     """The scenario called ``name`` (KeyError if none)."""
-    for s in SCENARIOS:
-        if s.name == name:
-            return s
-    raise KeyError(name)
+    return find_scenario(SCENARIOS, name)
 
 
 def select(patterns: list[str] | None) -> list[Scenario]:
     """Scenarios whose name matches any of the glob ``patterns`` (all when None/empty)."""
-    if not patterns:
-        return list(SCENARIOS)
-    return [s for s in SCENARIOS if any(fnmatch.fnmatchcase(s.name, p) for p in patterns)]
+    return select_scenarios(SCENARIOS, patterns)
 
 
 def main(argv: list[str] | None = None) -> int:

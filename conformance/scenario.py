@@ -358,3 +358,34 @@ def steps(*items: Step | Iterable[Step]) -> tuple[Step, ...]:
         out.append(st)
     return tuple(out)
 
+
+def validate_suite(scenarios, check_cases) -> None:
+    """Check a suite at import: unique names, each scenario valid, and `check_cases(scenarios)`
+    (a list of problem strings, e.g. known differences naming missing steps) empty.
+    Raises ValueError."""
+    names: set[str] = set()
+    for s in scenarios:
+        if s.name in names:
+            raise ValueError(f"duplicate scenario name {s.name!r}")
+        names.add(s.name)
+        s.validate()
+    problems = check_cases(scenarios)
+    if problems:
+        raise ValueError("; ".join(problems))
+
+
+def find_scenario(scenarios, name: str) -> Scenario:
+    """The scenario called ``name`` in ``scenarios`` (KeyError if none)."""
+    for s in scenarios:
+        if s.name == name:
+            return s
+    raise KeyError(name)
+
+
+def select_scenarios(scenarios, patterns: list[str] | None) -> list[Scenario]:
+    """Scenarios whose name matches any of the glob ``patterns`` (all when None/empty)."""
+    import fnmatch
+    if not patterns:
+        return list(scenarios)
+    return [s for s in scenarios if any(fnmatch.fnmatchcase(s.name, p) for p in patterns)]
+

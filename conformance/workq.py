@@ -24,7 +24,6 @@ matched, 1 otherwise, 2 on usage errors.
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import socket
 import sys
 import time
@@ -34,7 +33,8 @@ from . import (workq_scenarios_add, workq_scenarios_extra, workq_scenarios_inspe
                workq_scenarios_lease, workq_scenarios_timing)
 from .harness import format_verdict, jobgate_env, outcomes, run_fresh, run_many
 from .normalize import Verdict, compare
-from .scenario import Scenario, ScenarioRun, run_scenario
+from .scenario import (Scenario, ScenarioRun, find_scenario, run_scenario, select_scenarios,
+                       validate_suite)
 from .servers import jobgate_workq_cmd, parse_cmd_template
 from .workq_known_differences import DIFFERENCES, check_cases_exist, overrides_for
 from .workq_scenarios_common import mask_times
@@ -50,34 +50,17 @@ SCENARIOS: tuple[Scenario, ...] = (
 )
 
 
-def _validate() -> None:
-    names: set[str] = set()
-    for s in SCENARIOS:
-        if s.name in names:
-            raise ValueError(f"duplicate scenario name {s.name!r}")
-        names.add(s.name)
-        s.validate()
-    problems = check_cases_exist(SCENARIOS)
-    if problems:
-        raise ValueError("; ".join(problems))
-
-
-_validate()
+validate_suite(SCENARIOS, check_cases_exist)
 
 
 def by_name(name: str) -> Scenario:
     """The scenario called ``name`` (KeyError if none)."""
-    for s in SCENARIOS:
-        if s.name == name:
-            return s
-    raise KeyError(name)
+    return find_scenario(SCENARIOS, name)
 
 
 def select(patterns: list[str] | None) -> list[Scenario]:
     """Scenarios whose name matches any of the glob ``patterns`` (all when None/empty)."""
-    if not patterns:
-        return list(SCENARIOS)
-    return [s for s in SCENARIOS if any(fnmatch.fnmatchcase(s.name, p) for p in patterns)]
+    return select_scenarios(SCENARIOS, patterns)
 
 
 def differences_in(scenario: Scenario) -> list[str]:

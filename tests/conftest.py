@@ -132,6 +132,25 @@ def raws(server):
             pass
 
 
+@pytest.fixture(scope="module")
+def wq_server(tmp_path_factory):
+    """One jobgate server (SQLite, durability commit) with beanstalk and workq listeners, shared
+    by the tests of one module (they use distinct queue names and ids)."""
+    s = Server(f"sqlite:///{tmp_path_factory.mktemp('wq')}/jobgate.db", workq=True)
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def wq_conns(wq_server):
+    """`wq_conns()` opens a workq connection (tests.workq_support.WorkqRaw) to `wq_server`;
+    every one is closed at teardown."""
+    from .workq_support import Connections
+    conns = Connections(wq_server.workq_port)
+    yield conns.open
+    conns.close_all()
+
+
 @pytest.fixture
 def short_tmp():
     """A short temporary directory for unix socket paths (sun_path is ~107 bytes)."""

@@ -15,25 +15,9 @@ import pytest
 
 from .server_support import stats_dict, wait_until
 from .support import Raw, Server
-from .workq_support import (NOT_FOUND, OK, TIMEOUT, Connections, add_cmd, complete_cmd,
+from .workq_support import (NOT_FOUND, OK, TIMEOUT, add_cmd, complete_cmd,
                             fail_cmd, lease_frame, new_uid, result_frame, run_cmd, server_keys,
                             steady_clients)
-
-
-@pytest.fixture(scope="module")
-def wq_server(tmp_path_factory):
-    """One jobgate server with a workq listener for the module."""
-    s = Server(f"sqlite:///{tmp_path_factory.mktemp('wqblock')}/jobgate.db", workq=True)
-    yield s
-    s.stop()
-
-
-@pytest.fixture
-def connect(wq_server):
-    """`connect()` opens a WorkqRaw to the module's server; all closed at teardown."""
-    conns = Connections(wq_server.workq_port)
-    yield conns.open
-    conns.close_all()
 
 
 def timed(c, data: bytes) -> tuple[bytes, float]:
@@ -44,8 +28,8 @@ def timed(c, data: bytes) -> tuple[bytes, float]:
 
 
 # ===================================================================== lease
-def test_waiting_lease_gets_a_job_added_on_another_connection(connect):
-    worker, producer = connect(), connect()
+def test_waiting_lease_gets_a_job_added_on_another_connection(wq_conns):
+    worker, producer = wq_conns(), wq_conns()
     u = new_uid()
     worker.send(b"lease bl-wait 5000\r\n")
     assert worker.silent_for(0.2)                      # nothing to lease yet: it waits
@@ -54,8 +38,8 @@ def test_waiting_lease_gets_a_job_added_on_another_connection(connect):
     assert producer.inspect_job(u)["state"] == "4"
 
 
-def test_waiting_lease_over_several_names(connect):
-    worker, producer = connect(), connect()
+def test_waiting_lease_over_several_names(wq_conns):
+    worker, producer = wq_conns(), wq_conns()
     u = new_uid()
     worker.send(b"lease bl-m1 bl-m2 bl-m3 5000\r\n")
     assert worker.silent_for(0.2)
@@ -68,8 +52,8 @@ def test_waiting_lease_over_several_names(connect):
     assert worker.reply() == lease_frame(v, "bl-m1", 1000, b"first")
 
 
-def test_lease_timeout(connect):
-    c = connect()
+def test_lease_timeout(wq_conns):
+    c = wq_conns()
     r, took = timed(c, b"lease bl-empty 300\r\n")
     assert r == TIMEOUT and took >= 0.25
     r, took = timed(c, b"lease bl-empty 0\r\n")
@@ -88,8 +72,8 @@ def _waiting(server: Server) -> int:
         r.close()
 
 
-def test_waiting_leases_are_served_in_arrival_order(wq_server, connect):
-    first, second, producer = connect(), connect(), connect()
+def test_waiting_leases_are_served_in_arrival_order(wq_server, wq_conns):
+    first, second, producer = wq_conns(), wq_conns(), wq_conns()
     first.send(b"lease bl-fifo 5000\r\n")
     wait_until(lambda: _waiting(wq_server) == 1, what="the first lease to wait")
     second.send(b"lease bl-fifo 5000\r\n")
@@ -102,8 +86,8 @@ def test_waiting_leases_are_served_in_arrival_order(wq_server, connect):
     assert second.reply() == lease_frame(b, "bl-fifo", 1000, b"b")
 
 
-def test_disconnected_lease_waiter_does_not_swallow_a_job(connect):
-    gone, producer, worker = connect(), connect(), connect()
+def test_disconnected_lease_waiter_does_not_swallow_a_job(wq_conns):
+    gone, producer, worker = wq_conns(), wq_conns(), wq_conns()
     gone.send(b"lease bl-gone 5000\r\n")
     assert gone.silent_for(0.1)
     before = steady_clients(producer)
@@ -118,8 +102,8 @@ def test_disconnected_lease_waiter_does_not_swallow_a_job(connect):
 
 
 # ===================================================================== result
-def test_result_blocks_until_completed_on_another_connection(connect):
-    waiter, worker, producer = connect(), connect(), connect()
+def test_result_blocks_until_completed_on_another_connection(wq_conns):
+    waiter, worker, producer = wq_conns(), wq_conns(), wq_conns()
     u = new_uid()
     assert producer.cmd(add_cmd(u, "br-res")) == OK
     waiter.send(b"result %s 5000\r\n" % u.encode())
@@ -130,9 +114,9 @@ def test_result_blocks_until_completed_on_another_connection(connect):
     assert waiter.reply() == result_frame(u, True, b"done")
 
 
-def test_two_concurrent_result_waiters_both_get_the_result(connect):
+def test_two_concurrent_result_waiters_both_get_the_result(wq_conns):
     """Deviation 5: the reference answers one waiter and times the other out."""
-    w1, w2, worker = connect(), connect(), connect()
+    w1, w2, worker = wq_conns(), wq_conns(), wq_conns()
     u = new_uid()
     assert worker.cmd(add_cmd(u, "br-two")) == OK
     w1.send(b"result %s 5000\r\n" % u.encode())
@@ -143,8 +127,8 @@ def test_two_concurrent_result_waiters_both_get_the_result(connect):
     assert w2.reply() == result_frame(u, False, b"bad")
 
 
-def test_result_timeout(connect):
-    c = connect()
+def test_result_timeout(wq_conns):
+    c = wq_conns()
     u = new_uid()
     assert c.cmd(add_cmd(u, "br-timeout")) == OK
     r, took = timed(c, b"result %s 300\r\n" % u.encode())
@@ -154,8 +138,8 @@ def test_result_timeout(connect):
 
 
 # ===================================================================== run
-def test_run_without_worker_times_out_and_the_job_is_gone(connect):
-    c = connect()
+def test_run_without_worker_times_out_and_the_job_is_gone(wq_conns):
+    c = wq_conns()
     u = new_uid()
     r, took = timed(c, run_cmd(u, "brun-none", b"ping", ttr=1000, wait=300))
     assert r == TIMEOUT and took >= 0.25
@@ -165,8 +149,8 @@ def test_run_without_worker_times_out_and_the_job_is_gone(connect):
 
 
 @pytest.mark.parametrize("finish, ok", [(complete_cmd, True), (fail_cmd, False)])
-def test_run_answered_by_a_worker(connect, finish, ok):
-    client, worker = connect(), connect()
+def test_run_answered_by_a_worker(wq_conns, finish, ok):
+    client, worker = wq_conns(), wq_conns()
     u = new_uid()
     q = "brun-" + ("ok" if ok else "fail")
     client.send(run_cmd(u, q, b"ping", ttr=2000, wait=5000, priority=3))
@@ -181,8 +165,8 @@ def test_run_answered_by_a_worker(connect, finish, ok):
     assert worker.inspect_job(u) is None
 
 
-def test_run_leased_but_never_completed_times_out_at_the_ttr_deadline(connect):
-    client, worker = connect(), connect()
+def test_run_leased_but_never_completed_times_out_at_the_ttr_deadline(wq_conns):
+    client, worker = wq_conns(), wq_conns()
     u = new_uid()
     worker.send(b"lease brun-ttr 5000\r\n")            # a worker is already waiting
     assert worker.silent_for(0.1)
@@ -196,8 +180,8 @@ def test_run_leased_but_never_completed_times_out_at_the_ttr_deadline(connect):
     assert worker.cmd(complete_cmd(u, b"late")) == NOT_FOUND
 
 
-def test_run_whose_client_disconnects_deletes_its_job(connect):
-    client, other = connect(), connect()
+def test_run_whose_client_disconnects_deletes_its_job(wq_conns):
+    client, other = wq_conns(), wq_conns()
     u = new_uid()
     client.send(run_cmd(u, "brun-gone", b"x", wait=5000))
     wait_until(lambda: other.inspect_job(u) is not None, what="the run's job")

@@ -15,31 +15,14 @@ import time
 import pytest
 
 from .server_support import wait_until
-from .support import Server
-from .workq_support import (NOT_FOUND, OK, TIMEOUT, Connections, add_cmd, complete_cmd, err,
+from .workq_support import (NOT_FOUND, OK, TIMEOUT, add_cmd, complete_cmd, err,
                             fail_cmd, lease_frame, new_uid, parse_entries, result_frame, run_cmd,
                             schedule_cmd, server_keys, steady_clients, uid_n)
 
 
-@pytest.fixture(scope="module")
-def wq_server(tmp_path_factory):
-    """One jobgate server with a workq listener for the module."""
-    s = Server(f"sqlite:///{tmp_path_factory.mktemp('wq')}/jobgate.db", workq=True)
-    yield s
-    s.stop()
-
-
 @pytest.fixture
-def connect(wq_server):
-    """`connect()` opens a WorkqRaw to the module's server; all closed at teardown."""
-    conns = Connections(wq_server.workq_port)
-    yield conns.open
-    conns.close_all()
-
-
-@pytest.fixture
-def c(connect):
-    return connect()
+def c(wq_conns):
+    return wq_conns()
 
 
 # ================================================================== every command
@@ -175,15 +158,15 @@ def test_inspect_payload_with_crlf_leaves_out_the_payload(c):
     assert c.cmd(b"lease crlf 0\r\n") == lease_frame(u, "crlf", 1000, body)
 
 
-def test_inspect_server(connect):
-    a = connect()
+def test_inspect_server(wq_conns):
+    a = wq_conns()
     frame = a.cmd(b"inspect server\r\n")
     assert frame.split(b"\r\n")[:2] == [b"+OK 1", b"server 3"]   # deviation 2: 3 keys follow
     keys = parse_entries(frame)[0][1]
     assert list(keys) == ["active-clients", "evicted-jobs", "started"]
     assert len(keys["started"]) == 20 and keys["started"].endswith("Z")
     n = steady_clients(a)
-    b = connect()
+    b = wq_conns()
     wait_until(lambda: server_keys(a)["active-clients"] == str(n + 1), what="n + 1")
     b.close()
     wait_until(lambda: server_keys(a)["active-clients"] == str(n), what="back to n")

@@ -12,8 +12,8 @@ from __future__ import annotations
 import greenstalk
 import pytest
 
-from .support import ADDR_HOST, Server
-from .workq_support import (NOT_FOUND, OK, TIMEOUT, Connections, add_cmd, complete_cmd,
+from .support import ADDR_HOST
+from .workq_support import (NOT_FOUND, OK, TIMEOUT, add_cmd, complete_cmd,
                             fail_cmd, lease_frame, new_uid, parse_entries, result_frame)
 
 PRI_MID = 2**31
@@ -25,29 +25,19 @@ def derived(jid: int) -> str:
     return f"6a6f6267-6174-4{h[:3]}-8{h[3:6]}-{h[6:]}"
 
 
-@pytest.fixture(scope="module")
-def xd_server(tmp_path_factory):
-    """One jobgate server with beanstalk and workq listeners for the module."""
-    s = Server(f"sqlite:///{tmp_path_factory.mktemp('wqxd')}/jobgate.db", workq=True)
-    yield s
-    s.stop()
-
-
 @pytest.fixture
-def wq(xd_server):
+def wq(wq_conns):
     """A raw workq connection."""
-    conns = Connections(xd_server.workq_port)
-    yield conns.open()
-    conns.close_all()
+    return wq_conns()
 
 
 @pytest.fixture
-def bean(xd_server):
+def bean(wq_server):
     """`bean(tube)`: a greenstalk client (bytes bodies) using and watching only `tube`."""
     clients: list[greenstalk.Client] = []
 
     def open_one(tube: str, watch: str | None = None) -> greenstalk.Client:
-        c = greenstalk.Client((ADDR_HOST, xd_server.port), encoding=None, use=tube,
+        c = greenstalk.Client((ADDR_HOST, wq_server.port), encoding=None, use=tube,
                               watch=watch or tube)
         clients.append(c)
         return c

@@ -12,25 +12,14 @@ import random
 
 import pytest
 
-from .support import Server
-from .workq_support import (NOT_FOUND, OK, Connections, add_cmd, complete_cmd, err,
+from .workq_support import (NOT_FOUND, OK, add_cmd, complete_cmd, err,
                             lease_frame, new_uid, result_frame)
 
 
-@pytest.fixture(scope="module")
-def wq_server(tmp_path_factory):
-    """One jobgate server with a workq listener for the module."""
-    s = Server(f"sqlite:///{tmp_path_factory.mktemp('wqerr')}/jobgate.db", workq=True)
-    yield s
-    s.stop()
-
-
 @pytest.fixture
-def c(wq_server):
+def c(wq_conns):
     """A fresh connection to the module's server."""
-    conns = Connections(wq_server.workq_port)
-    yield conns.open()
-    conns.close_all()
+    return wq_conns()
 
 
 # ================================================================== every error line
