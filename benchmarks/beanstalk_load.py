@@ -56,7 +56,10 @@ from bench_servers import (  # noqa: F401  (child_pids, proc_status_kb: used by 
 
 
 def run_cell(server: Server, workload: str, pipelined: bool, conns: int, args,
-             prefill_per_conn: int) -> dict:
+             prefill_per_conn: int, port: int | None = None, proc=client_proc,
+             commands_per_job: int | None = None) -> dict:
+    """One timed cell: `conns` client processes (`proc`, client_proc's signature) against
+    `port` (default server.port), each on its own tube/queue. Returns the result dict."""
     ctx = mp.get_context("fork")
     barrier = ctx.Barrier(conns + 1)
     duration = args.duration if args.jobs is None else args.max_seconds
@@ -69,14 +72,14 @@ def run_cell(server: Server, workload: str, pipelined: bool, conns: int, args,
     try:
         for i in range(conns):
             tube = (f"bench-{run_id}" if args.shared_tube else f"bench-{run_id}-{i}")
-            spec = {"port": server.port, "tube": tube, "workload": workload,
+            spec = {"port": port or server.port, "tube": tube, "workload": workload,
                     "pipelined": pipelined, "batch": args.batch, "duration": duration,
                     "job_limit": job_limit, "prefill": prefill_per_conn,
                     "prefill_timeout": args.prefill_timeout, "io_timeout": args.io_timeout,
                     "barrier_timeout": args.prefill_timeout + 30,
                     "shared_tube": args.shared_tube, "recv_mode": args.recv}
             parent_end, child_end = ctx.Pipe(duplex=False)
-            p = ctx.Process(target=client_proc, args=(i, spec, barrier, child_end), daemon=True)
+            p = ctx.Process(target=proc, args=(i, spec, barrier, child_end), daemon=True)
             p.start()
             child_end.close()
             procs.append(p)
@@ -128,7 +131,8 @@ def run_cell(server: Server, workload: str, pipelined: bool, conns: int, args,
         "jobs": jobs,
         "seconds": round(secs, 4),
         "jobs_per_s": round(jobs / secs, 1),
-        "commands_per_s": round(jobs * COMMANDS_PER_JOB[workload] / secs, 1),
+        "commands_per_s": round(jobs * (commands_per_job or COMMANDS_PER_JOB[workload]) / secs,
+                                1),
         "latency_unit": "batch" if pipelined else "command",
         "latency_ms": {
             "n": len(lat),
@@ -153,13 +157,14 @@ def run_cell(server: Server, workload: str, pipelined: bool, conns: int, args,
     return result
 
 
-def prefill_count(args, target: str, mode: str, conns: int, results: list[dict]) -> int:
-    """Jobs to pre-load per connection for reserve-delete."""
+def prefill_count(args, target: str, mode: str, conns: int, results: list[dict],
+                  rate_workload: str = "put") -> int:
+    """Jobs to pre-load per connection for reserve-delete (sized by the `rate_workload` rate)."""
     if args.jobs is not None:
         return args.jobs
     est = None
     for r in results:
-        if (r["target"] == target and r["workload"] == "put" and r["mode"] == mode
+        if (r["target"] == target and r["workload"] == rate_workload and r["mode"] == mode
                 and r["connections"] == conns and r.get("jobs_per_s")):
             est = max(r.get("runs_jobs_per_s") or [r["jobs_per_s"]])
     # Floor: reserve-delete can outrun put (unpipelined rates swing with the VM's wake-up cost),
@@ -171,9 +176,11 @@ def prefill_count(args, target: str, mode: str, conns: int, results: list[dict])
 
 
 def run_one(t: str, template: str, subst: dict, w: str, mode: str, conns: int, args,
-            results: list[dict], failed_start: dict[str, str]) -> dict:
-    """One measurement: fresh server, one cell, server stopped and its dir removed."""
-    pre = prefill_count(args, t, mode, conns, results) if w == "reserve-delete" else 0
+            results: list[dict], failed_start: dict[str, str], cell=None) -> dict:
+    """One measurement: fresh server, one cell, server stopped and its dir removed.
+    cell(server) -> result dict replaces the beanstalk cell (another dialect's workload)."""
+    pre = (prefill_count(args, t, mode, conns, results)
+           if w == "reserve-delete" and cell is None else 0)
     quiet = wait_quiet(args.wait_quiet, args.quiet_threshold) if args.wait_quiet > 0 else None
     srv = None
     for attempt in (1, 2):   # one retry: a server that fails twice is skipped from then on
@@ -190,7 +197,8 @@ def run_one(t: str, template: str, subst: dict, w: str, mode: str, conns: int, a
                         "error": failed_start[t], "server_log_tail": msg[-1500:]}
             time.sleep(1.0)
     try:
-        r = run_cell(srv, w, mode == "pipelined", conns, args, pre)
+        r = (cell(srv) if cell is not None
+             else run_cell(srv, w, mode == "pipelined", conns, args, pre))
     finally:
         srv.stop()
     if quiet is not None:

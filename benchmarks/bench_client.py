@@ -289,13 +289,26 @@ def run_workload(c: Client, workload: str, pipelined: bool, batch: int, deadline
     return jobs, False
 
 
-def client_proc(idx: int, spec: dict, barrier, pipe) -> None:
-    """One connection in its own process. Sends one result dict through pipe."""
+def connect(spec: dict) -> Client:
+    """A beanstalk Client for one connection of a cell, using and watching spec["tube"]."""
+    c = Client(spec["port"], spec["io_timeout"], spec["recv_mode"])
+    try:
+        c.setup_tube(spec["tube"])
+    except BaseException:
+        c.close()
+        raise
+    return c
+
+
+def client_proc(idx: int, spec: dict, barrier, pipe, connect=connect,
+                workload=run_workload) -> None:
+    """One connection in its own process. Sends one result dict through pipe.
+    connect(spec) -> a set-up client with prefill(n, batch, time_limit) and close();
+    workload: run_workload's signature (another dialect passes its own pair)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     c = None
     try:
-        c = Client(spec["port"], spec["io_timeout"], spec["recv_mode"])
-        c.setup_tube(spec["tube"])
+        c = connect(spec)
         prefilled = 0
         if spec["prefill"]:
             prefilled = c.prefill(spec["prefill"], spec["batch"], spec["prefill_timeout"])
@@ -303,9 +316,9 @@ def client_proc(idx: int, spec: dict, barrier, pipe) -> None:
         lat: list[float] = []
         cpu0 = os.times()
         t0 = time.monotonic()
-        jobs, drained = run_workload(c, spec["workload"], spec["pipelined"], spec["batch"],
-                                     t0 + spec["duration"], spec["job_limit"], lat,
-                                     prefilled, spec["shared_tube"])
+        jobs, drained = workload(c, spec["workload"], spec["pipelined"], spec["batch"],
+                                 t0 + spec["duration"], spec["job_limit"], lat,
+                                 prefilled, spec["shared_tube"])
         t1 = time.monotonic()
         cpu1 = os.times()
         cpu = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)

@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import re
 import tempfile
 import time
 
@@ -19,7 +20,8 @@ from bench_common import BODY, BODY_SIZE, CRLF, HOST, REPO_ROOT, SCRIPT, BenchEr
 
 # Server command templates. Placeholders, substituted per token after shell-style splitting:
 #   {PORT} a free port on 127.0.0.1, {DIR} a fresh empty directory, {PYTHON} --python,
-#   {BEANSTALKD} --beanstalkd, {SCRIPT} beanstalk_load.py.
+#   {BEANSTALKD} --beanstalkd, {SCRIPT} beanstalk_load.py; any other {NAME_PORT} (e.g.
+#   {WORKQ_PORT}) is one more free port (Server.ports).
 DEFAULT_TARGETS = {
     "beanstalkd": "{BEANSTALKD} -l 127.0.0.1 -p {PORT}",
     "beanstalkd-b": "{BEANSTALKD} -l 127.0.0.1 -p {PORT} -b {DIR}",
@@ -98,9 +100,13 @@ def child_pids(pid: int) -> list[int]:
     return kids
 
 
+_EXTRA_PORT = re.compile(r"\{([A-Z][A-Z0-9]*_PORT)\}")
+
+
 class Server:
     """One server process on a free port with a fresh temp dir; stop() kills it by PID and
-    removes the dir."""
+    removes the dir. `port` is {PORT}; `ports` maps every port placeholder (PORT and any
+    {NAME_PORT} in the template) to its port, and start() waits until all of them listen."""
 
     def __init__(self, name: str, template: str, subst: dict[str, str], ready_timeout: float,
                  cwd: str = REPO_ROOT):
@@ -112,6 +118,7 @@ class Server:
         self.proc: subprocess.Popen | None = None
         self.base: str | None = None
         self.port = 0
+        self.ports: dict[str, int] = {}
         self.argv: list[str] = []
         self._log = None
 
@@ -120,7 +127,11 @@ class Server:
         data_dir = os.path.join(self.base, "data")
         os.mkdir(data_dir)
         self.port = free_port()
-        subst = dict(self.subst, PORT=str(self.port), DIR=data_dir)
+        self.ports = {"PORT": self.port}
+        for name in _EXTRA_PORT.findall(self.template):
+            while name not in self.ports or list(self.ports.values()).count(self.ports[name]) > 1:
+                self.ports[name] = free_port()   # distinct ports
+        subst = dict(self.subst, DIR=data_dir, **{k: str(v) for k, v in self.ports.items()})
         argv = []
         for tok in shlex.split(self.template):
             for key, val in subst.items():
@@ -145,16 +156,19 @@ class Server:
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.ready_timeout
+        waiting = sorted(set(self.ports.values()))
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise BenchError(f"{self.name}: server exited with {self.proc.returncode} "
                                  f"before listening; argv={self.argv!r}\n{self.log_tail()}")
             try:
-                with socket.create_connection((HOST, self.port), timeout=0.5):
-                    return
+                with socket.create_connection((HOST, waiting[0]), timeout=0.5):
+                    waiting.pop(0)
+                    if not waiting:
+                        return
             except OSError:
                 time.sleep(0.05)
-        raise BenchError(f"{self.name}: not listening on {HOST}:{self.port} after "
+        raise BenchError(f"{self.name}: not listening on {HOST}:{waiting[0]} after "
                          f"{self.ready_timeout}s; argv={self.argv!r}\n{self.log_tail()}")
 
     @property
@@ -208,21 +222,23 @@ def stop_all_servers() -> None:
         s.stop()
 
 
-def add_server_args(ap: argparse.ArgumentParser, default_targets: str) -> None:
+def add_server_args(ap: argparse.ArgumentParser, default_targets: str,
+                    known: dict[str, str] | None = None) -> None:
+    known = DEFAULT_TARGETS if known is None else known
     ap.add_argument("--targets", default=default_targets,
                     help="comma-separated targets, run in this order within each cell. Known: "
-                         + ", ".join(DEFAULT_TARGETS) + " (default: %(default)s)")
+                         + ", ".join(known) + " (default: %(default)s)")
     ap.add_argument("--target", action="append", default=[], metavar="NAME=CMD",
                     help="define or override a target's command (placeholders {PORT} {DIR} "
                          "{PYTHON} {BEANSTALKD} {SCRIPT}); repeatable")
     ap.add_argument("--jobgate-cmd", default=None, metavar="CMD",
                     help="command of the `jobgate` target (durability commit). Default: "
-                         + DEFAULT_TARGETS["jobgate"])
+                         + known["jobgate"])
     ap.add_argument("--jobgate-buffered-cmd", default=None, metavar="CMD",
                     help="command of the `jobgate-buffered` target")
     ap.add_argument("--jobgate-memory-cmd", default=None, metavar="CMD",
                     help="command of the `jobgate-memory` target. Default: "
-                         + DEFAULT_TARGETS["jobgate-memory"])
+                         + known["jobgate-memory"])
     ap.add_argument("--beanstalkd", default=shutil.which("beanstalkd") or "/usr/bin/beanstalkd",
                     help="beanstalkd binary (default: %(default)s)")
     ap.add_argument("--python", default=sys.executable,
@@ -231,8 +247,11 @@ def add_server_args(ap: argparse.ArgumentParser, default_targets: str) -> None:
                     help="seconds to wait for a server to accept connections")
 
 
-def resolve_targets(args) -> tuple[list[str], dict[str, str], dict[str, str]]:
-    templates = dict(DEFAULT_TARGETS)
+def resolve_targets(args, defaults: dict[str, str] | None = None
+                    ) -> tuple[list[str], dict[str, str], dict[str, str]]:
+    """(selected names, name -> command template, substitutions) from the target options;
+    `defaults` replaces DEFAULT_TARGETS (another benchmark's own targets)."""
+    templates = dict(DEFAULT_TARGETS if defaults is None else defaults)
     if args.jobgate_cmd:
         templates["jobgate"] = args.jobgate_cmd
     if args.jobgate_buffered_cmd:
@@ -250,7 +269,6 @@ def resolve_targets(args) -> tuple[list[str], dict[str, str], dict[str, str]]:
             raise SystemExit(f"unknown target {n!r}; known: {', '.join(templates)}")
     subst = {"PYTHON": args.python, "BEANSTALKD": args.beanstalkd, "SCRIPT": SCRIPT}
     return names, templates, subst
-
 
 
 
