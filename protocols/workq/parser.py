@@ -84,9 +84,11 @@ _AT_LEAST = {b"lease": 3, b"inspect": 2}
 def tokenize(line: bytes):
     """Split a command line (without CRLF) into (name, args, flags), or return the error reply
     bytes. `name` is the first piece as sent; `args` are the non-flag pieces, name included."""
+    pieces = line.split(b" ")
+    if b" -" not in line and line[:1] != b"-":   # no piece can be a flag: the common case
+        return pieces[0], [v for v in pieces if v], {}
     args = []
     flags = {}
-    pieces = line.split(b" ")
     for v in pieces:
         if not v:
             continue
@@ -109,7 +111,7 @@ class Parser:
     __slots__ = ("_buf", "_pending", "_need", "_closed")
 
     def __init__(self) -> None:
-        self._buf = bytearray()
+        self._buf = b""
         self._pending = None   # (Command, size error reply) while its payload is read
         self._need = 0         # bytes of payload + CRLF still expected
         self._closed = False
@@ -122,43 +124,43 @@ class Parser:
         """Add received bytes; return the items completed by them (see the module doc)."""
         if self._closed:
             return []
-        buf = self._buf
-        buf += data
+        buf = self._buf + data if self._buf else bytes(data)
         out = []
         pos = 0
         n = len(buf)
+        find = buf.find
+        line = self._line
         while True:
             if self._pending is not None:
-                need = self._need
-                if n - pos < need:
+                end = pos + self._need
+                if end > n:
                     break
                 cmd, err = self._pending
                 self._pending = None
-                end = pos + need
                 if buf[end - 2:end] != b"\r\n":
                     out.append(Reply(err))
                 else:
-                    cmd.payload = bytes(buf[pos:end - 2])
+                    cmd.payload = buf[pos:end - 2]
                     out.append(cmd)
                 pos = end
                 continue
-            i = buf.find(b"\n", pos, pos + MAX_READ)
+            i = find(b"\n", pos, pos + MAX_READ)
             if i < 0:
                 if n - pos >= MAX_READ:
                     return self._close(out)
                 break
             if i == pos or buf[i - 1] != 13:   # bare LF: the reference drops the connection
                 return self._close(out)
-            item = self._line(bytes(buf[pos:i - 1]))
+            item = line(buf[pos:i - 1])
             pos = i + 1
             if item is not None:
                 out.append(item)
-        del buf[:pos]
+        self._buf = buf[pos:] if pos < n else b""
         return out
 
     def _close(self, out: list) -> list:
         self._closed = True
-        self._buf = bytearray()
+        self._buf = b""
         self._pending = None
         out.append(CLOSE)
         return out

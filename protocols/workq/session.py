@@ -17,8 +17,8 @@ from core.model import TIMED_OUT, Job, Owner
 
 from . import replies as R
 from .parser import ARGS, CLOSE, UNKNOWN, Reply, client_error
-from .values import (MAX_LIMIT, MAX_TIMEOUT, MAX_TTL, MAX_TTR, canonical, is_v4, parse_int,
-                     parse_time, parse_uint, parse_uuid, valid_name)
+from .values import (MAX_LIMIT, MAX_TIMEOUT, MAX_TTL, MAX_TTR, parse_id, parse_int, parse_time,
+                     parse_uint, queue_name, valid_name)
 
 WAIT = object()
 QUIT = object()
@@ -113,9 +113,9 @@ class Session:
     # ------------------------------------------------------------ job building
     def _new_job(self, c, ttl_at: int | None, flags: tuple):
         """Parse add / schedule / run arguments in the reference's order. Returns
-        (uid bytes, name, ttr, ttl, time ms, {flag: value}) or an error reply."""
+        ((uid, is v4), name, ttr, ttl, time ms, {flag: value}) or an error reply."""
         a = c.args
-        u = parse_uuid(a[0])
+        u = parse_id(a[0])
         if u is None:
             return INVALID_ID
         ttr = parse_uint(a[2], 32)
@@ -131,7 +131,7 @@ class Session:
                 if sched is None:
                     return INVALID_TIME
         vals = {}
-        for f in flags:
+        for f in flags if c.flags else ():
             v = c.flags.get(f)
             if v is not None:
                 x = parse_int(v, 32) if f == b"priority" else parse_uint(v, 8)
@@ -140,14 +140,16 @@ class Session:
                 vals[f] = x
         return u, a[1], ttr, ttl, sched, vals
 
-    def _validate(self, u: bytes, name: bytes, ttr: int) -> bytes | None:
-        if not is_v4(u):
+    def _validate(self, u: tuple, name: bytes, ttr: int):
+        """The controller's checks: the queue name (str), or an error reply (bytes)."""
+        if not u[1]:
             return INVALID_ID
-        if not valid_name(name):
+        q = queue_name(name)
+        if q is None:
             return INVALID_NAME
         if ttr == 0 or ttr > MAX_TTR:
             return INVALID_TTR
-        return None
+        return q
 
     def _enqueue(self, c, scheduled: bool):
         if len(c.flags) > 3:
@@ -156,9 +158,9 @@ class Session:
         if r.__class__ is bytes:
             return r
         u, name, ttr, ttl, sched, vals = r
-        err = self._validate(u, name, ttr)
-        if err is not None:
-            return err
+        q = self._validate(u, name, ttr)
+        if q.__class__ is bytes:
+            return q
         if ttl == 0 or ttl > MAX_TTL:
             return INVALID_TTL
         e = self.engine
@@ -166,10 +168,9 @@ class Session:
         start = sched if scheduled else now
         if start + ttl < now:
             return INVALID_TIME
-        uid = canonical(u)
+        uid = u[0]
         if e.uid_taken(uid):
             return DUPLICATE_JOB
-        q = name.decode()
         e.queue(q).keep = True
         e.put(q, c.payload, R.to_rank(vals.get(b"priority", 0)), max(0, start - now), ttr,
               "workq", uid, ttl_ms=ttl, expire_ms=max(1, start + ttl - now),
@@ -195,14 +196,13 @@ class Session:
         wait = _timeout(c.args[3])
         if wait is None:
             return INVALID_TIMEOUT
-        err = self._validate(u, name, ttr)
-        if err is not None:
-            return err
-        uid = canonical(u)
+        q = self._validate(u, name, ttr)
+        if q.__class__ is bytes:
+            return q
+        uid = u[0]
         e = self.engine
         if e.uid_taken(uid):
             return DUPLICATE_JOB
-        q = name.decode()
         e.queue(q).keep = True
         self._waiter = e.run(q, c.payload, R.to_rank(vals.get(b"priority", 0)), ttr, wait, uid,
                              "workq", self._run_done)
@@ -221,12 +221,14 @@ class Session:
         wait = _timeout(c.args[-1])
         if wait is None:
             return INVALID_TIMEOUT
-        names = list(dict.fromkeys(c.args[:-1]))
-        for n in names:
-            if not valid_name(n):
+        qs = []
+        for n in c.args[:-1]:
+            q = queue_name(n)
+            if q is None:
                 return INVALID_NAME
+            if q not in qs:
+                qs.append(q)
         e = self.engine
-        qs = [n.decode() for n in names]
         for q in qs:
             e.queue(q).keep = True
         r = e.reserve(self.owner, qs, wait, self._lease_done)
@@ -246,10 +248,10 @@ class Session:
 
     def _lookup(self, arg: bytes, check_v4: bool = True):
         """The job whose id is `arg`: Job, or an error reply (Invalid ID / -NOT-FOUND)."""
-        u = parse_uuid(arg)
-        if u is None or (check_v4 and not is_v4(u)):
+        u = parse_id(arg)
+        if u is None or (check_v4 and not u[1]):
             return INVALID_ID
-        job = self.engine.find_uid(canonical(u))
+        job = self.engine.find_uid(u[0])
         return R.NOT_FOUND if job is None else job
 
     def _finish(self, c, op):
@@ -272,13 +274,13 @@ class Session:
     def _delete(self, c):
         if c.flags:
             return ARGS
-        u = parse_uuid(c.args[0])
+        u = parse_id(c.args[0])
         if u is None:
             return INVALID_ID
-        if not is_v4(u):   # the reference ignores this validation error: +OK, nothing deleted
+        if not u[1]:   # the reference ignores this validation error: +OK, nothing deleted
             return R.OK
         e = self.engine
-        job = e.find_uid(canonical(u))
+        job = e.find_uid(u[0])
         if job is None:
             return R.NOT_FOUND
         e.delete(None, job.id, "workq", force=True)
@@ -288,14 +290,14 @@ class Session:
     def _result(self, c):
         if c.flags:
             return ARGS
-        u = parse_uuid(c.args[0])
-        if u is None or not is_v4(u):
+        u = parse_id(c.args[0])
+        if u is None or not u[1]:
             return INVALID_ID
         wait = _timeout(c.args[1])
         if wait is None:
             return INVALID_TIMEOUT
         e = self.engine
-        job = e.find_uid(canonical(u))
+        job = e.find_uid(u[0])
         if job is None:
             return R.NOT_FOUND
         r = e.wait_result(job, wait, self._result_done)

@@ -21,9 +21,9 @@ MAX_TTL = 2_592_000_000
 MAX_TIMEOUT = 86_400_000
 MAX_LIMIT = 100
 
-_DIGITS = re.compile(rb"[0-9]+\Z")
-_SIGNED = re.compile(rb"[+-]?[0-9]+\Z")
 _NAME = re.compile(rb"[a-zA-Z0-9_.-]+\Z")
+#: The common spelling of a workq id: canonical, lower case, version 4, RFC 4122 variant.
+_CANON_V4 = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}\Z")
 _HEX = re.compile(rb"[0-9a-fA-F]{32}\Z")
 _TIME = re.compile(rb"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{1,2}):([0-9]{2}):([0-9]{2})"
                    rb"(?:[.,]([0-9]+))?Z\Z")
@@ -31,7 +31,7 @@ _TIME = re.compile(rb"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{1,2}):([0-9]{2}):(
 
 def parse_uint(b: bytes, bits: int) -> int | None:
     """Go strconv.ParseUint(s, 10, bits): decimal digits only (no sign), value < 2**bits."""
-    if not _DIGITS.match(b):
+    if not b.isdigit():   # bytes.isdigit: ASCII digits only, False when empty
         return None
     v = int(b)
     return v if v < (1 << bits) else None
@@ -39,7 +39,8 @@ def parse_uint(b: bytes, bits: int) -> int | None:
 
 def parse_int(b: bytes, bits: int) -> int | None:
     """Go strconv.ParseInt(s, 10, bits): optional sign, decimal digits, in the signed range."""
-    if not _SIGNED.match(b):
+    digits = b[1:] if b[:1] in (b"+", b"-") else b
+    if not digits.isdigit():
         return None
     v = int(b)
     lim = 1 << (bits - 1)
@@ -76,6 +77,15 @@ def parse_uuid(b: bytes) -> bytes | None:
     return bytes.fromhex(b.decode())
 
 
+def parse_id(b: bytes) -> tuple[str, bool] | None:
+    """An id argument -> (canonical lower-case form, is a UUIDv4), or None when it is not a
+    uuid at all (parse_uuid's forms). The common canonical v4 spelling takes a fast path."""
+    if _CANON_V4.match(b):
+        return b.decode(), True
+    u = parse_uuid(b)
+    return None if u is None else (canonical(u), is_v4(u))
+
+
 def is_v4(u: bytes) -> bool:
     """workq's ValidateID: not nil, version 4, RFC 4122 variant."""
     return (u[6] >> 4) == 4 and (u[8] & 0xC0) == 0x80
@@ -87,9 +97,26 @@ def canonical(u: bytes) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
+_valid_names: dict[bytes, str] = {}
+
+
 def valid_name(b: bytes) -> bool:
     """workq's ValidateName: 1-255 bytes of `[a-zA-Z0-9_.-]`."""
-    return 0 < len(b) <= MAX_NAME and _NAME.match(b) is not None
+    return b in _valid_names or (0 < len(b) <= MAX_NAME and _NAME.match(b) is not None)
+
+
+def queue_name(b: bytes) -> str | None:
+    """The queue name `b` decoded when it is valid (valid_name), else None. Valid names are
+    remembered (up to 10,000), so a busy queue's name is checked and decoded once."""
+    s = _valid_names.get(b)
+    if s is not None:
+        return s
+    if not (0 < len(b) <= MAX_NAME and _NAME.match(b) is not None):
+        return None
+    s = b.decode()
+    if len(_valid_names) < 10_000:
+        _valid_names[b] = s
+    return s
 
 
 def parse_time(b: bytes) -> int | None:
