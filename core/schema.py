@@ -40,9 +40,8 @@ jobs = sa.Table(
     sa.Column("fails", sa.Integer, nullable=False, server_default="0"),
     sa.Column("result", sa.LargeBinary, nullable=True),
     sa.Column("result_ok", sa.SmallInteger, nullable=False, server_default="0"),
-    # unique where set: beanstalk jobs have no uid, workq / bunqueue ids are unique
-    sa.Index("ux_jobs_uid", "uid", unique=True, sqlite_where=sa.text("uid IS NOT NULL"),
-             postgresql_where=sa.text("uid IS NOT NULL")),
+    # No index on uid: the engine keeps uids unique (one writer, every live job in memory), and
+    # a unique index over random UUIDs costs a random index page per insert (migration 0002).
 )
 
 queues = sa.Table(

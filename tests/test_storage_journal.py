@@ -221,7 +221,7 @@ def test_failed_batch_writes_nothing_and_the_store_recovers(store):
     a.flush(store)
     a.step(1000)
     good = a.put(body=b"good")
-    a.put(uid="dup", dialect="workq")  # violates ux_jobs_uid
+    a.put(queue=None, dialect="workq")  # violates NOT NULL (queues.name, jobs.queue)
     a.engine.delete(None, first.id, "workq")
     bad = a.journal.take(a.engine.next_id)
     assert bad.inserts and bad.deletes == [first.id] and len(bad.events) == 3

@@ -1,4 +1,6 @@
-"""Job finishing: TTL, max-attempts / max-fails, fails, result, workq schedule time.
+"""Job finishing: TTL, max-attempts / max-fails, fails, result, workq schedule time; drop the
+unique index on jobs.uid (the engine keeps uids unique; over random UUIDv4s the index cost a
+random page write per insert: 35 us instead of 7 us per row at 300k rows on SQLite).
 
 Revision ID: 0002
 Revises: 0001
@@ -24,6 +26,7 @@ _COLUMNS = (
 
 
 def upgrade() -> None:
+    op.drop_index("ux_jobs_uid", "jobs")
     with op.batch_alter_table("jobs") as b:
         for name, type_, nullable, default in _COLUMNS:
             b.add_column(sa.Column(name, type_, nullable=nullable, server_default=default))
@@ -33,3 +36,6 @@ def downgrade() -> None:
     with op.batch_alter_table("jobs") as b:
         for name, *_ in reversed(_COLUMNS):
             b.drop_column(name)
+    op.create_index("ux_jobs_uid", "jobs", ["uid"], unique=True,
+                    sqlite_where=sa.text("uid IS NOT NULL"),
+                    postgresql_where=sa.text("uid IS NOT NULL"))
