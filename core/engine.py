@@ -14,6 +14,7 @@ from __future__ import annotations
 from heapq import heapify, heappop, heappush
 
 from .clock import SystemClock
+from .extras import BLOCKED_MS, Extras
 from .outcomes import Outcomes
 from .scheduling import SAFETY_MARGIN_MS, Scheduling, _INF
 from .model import (BURIED, COMPLETED, DEADLINE_SOON, DELAYED, DELETED, READY, RESERVED,
@@ -36,13 +37,14 @@ def _compact(heap: list, live: int) -> None:
         heapify(heap)
 
 
-class Engine(Scheduling, Outcomes):
+class Engine(Scheduling, Outcomes, Extras):
     """The job state machine and its in-memory indexes.
 
     `journal` (core.journal.Journal or None for memory mode) receives every mutation.
     `pinned` queues are never garbage-collected (beanstalk keeps "default").
     Finishing jobs (complete / fail with a result), result waiters, TTL eviction and uid
-    lookups are in core.outcomes.Outcomes.
+    lookups are in core.outcomes.Outcomes; dedup keys, dependencies, LIFO and owner-agnostic
+    moves in core.extras.Extras.
     """
 
     def __init__(self, clock=None, journal=None, pinned: tuple[str, ...] = ("default",)) -> None:
@@ -69,6 +71,8 @@ class Engine(Scheduling, Outcomes):
         self.by_uid: dict[str, Job] = {}
         self.result_waiters: dict[int, list] = {}
         self.evicted_jobs = 0
+        self.unique: dict = {}       # (queue, dedup key) -> unfinished Job (core.extras)
+        self.dependents: dict = {}   # uid -> ids of jobs waiting for it to complete
         for name in pinned:
             self.queue(name)
 
@@ -118,7 +122,8 @@ class Engine(Scheduling, Outcomes):
     def _to_ready(self, job: Job, q: Queue) -> None:
         job.state = READY
         job.hver += 1
-        heappush(q.ready, (job.priority, job.id, job.hver, job))
+        heappush(q.ready, (job.priority, job.id if job.ext is None else self.lifo_key(job),
+                           job.hver, job))
         q.n_ready += 1
         if job.priority < URGENT_RANK:
             q.urgent += 1
@@ -149,6 +154,8 @@ class Engine(Scheduling, Outcomes):
         job.hver += 1
         job.owner = owner
         job.reserves += 1
+        if owner.ttr_ms:
+            job.ttr_ms = owner.ttr_ms
         job.deadline = now + job.ttr_ms
         heappush(self._reserved, (job.deadline, job.id, job.hver, job))
         q.n_reserved += 1
@@ -197,14 +204,15 @@ class Engine(Scheduling, Outcomes):
     def put(self, queue: str, payload: bytes, priority: int, delay_ms: int, ttr_ms: int,
             dialect: str, uid: str | None = None, ttl_ms: int = 0, expire_ms: int = 0,
             max_attempts: int = 0, max_fails: int = 0, sched_ms: int = 0,
-            event: str = "put") -> Job:
+            event: str = "put", ext: dict | None = None, fmt: int = 0) -> Job:
         """Create a job in `queue`: ready, or delayed for `delay_ms` ms; TTR `ttr_ms` ms.
 
         `uid`: the client's unique id (canonical form; the caller checks it is free, see
         Outcomes.find_uid). `ttl_ms`: the TTL to report (ms); `expire_ms`: evict the job this
         many ms from now (0 = never). `max_attempts`, `max_fails`: 0 = unlimited / fail at once.
         `sched_ms`: wall ms of a workq schedule time (reported by inspect). `event`: the
-        history event (put, add, schedule, run).
+        history event (put, add, schedule, run, push). `ext`: dialect extras (core.extras:
+        a job with unmet ``deps`` waits for them); `fmt`: payload encoding (core.model.Job).
         """
         job = Job(self.next_id, queue, payload, priority, ttr_ms, delay_ms,
                   self.clock.wall_ms(), dialect, uid)
@@ -212,6 +220,11 @@ class Engine(Scheduling, Outcomes):
         self.jobs[job.id] = job
         if uid is not None:
             self.by_uid[uid] = job
+        if fmt:
+            job.fmt = fmt
+        if ext is not None:
+            job.ext = ext
+            self.index_extras(job)
         if ttl_ms or expire_ms or max_attempts or max_fails or sched_ms:
             job.ttl_ms = ttl_ms
             job.max_attempts = max_attempts
@@ -227,7 +240,9 @@ class Engine(Scheduling, Outcomes):
             if queue not in j.known_queues:
                 j.queue_seen(queue)
             j.record(job, event, dialect, True, job.created_ms)
-        if delay_ms > 0:
+        if ext is not None and ext.get("deps"):
+            self._to_delayed(job, q, self.clock.monotonic_ms() + BLOCKED_MS)
+        elif delay_ms > 0:
             self._to_delayed(job, q, self.clock.monotonic_ms() + delay_ms)
         else:
             self._to_ready(job, q)
@@ -342,6 +357,8 @@ class Engine(Scheduling, Outcomes):
         del self.jobs[id]
         if job.uid is not None:
             self.by_uid.pop(job.uid, None)
+        if job.ext is not None:
+            self._unindex(job)
         q.deletes += 1
         self._log(job, event, owner.dialect if owner is not None else dialect)
         self._gc(q)

@@ -13,7 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import msgpack
+
 from .model import DELAYED, DELETED
+
+_pack_extras = msgpack.Packer(use_bin_type=True).pack
 
 
 @dataclass
@@ -22,7 +26,8 @@ class Batch:
 
     number: batch sequence number (1, 2, ...); inserts: new job rows with zero counters
     (JOB_NEW_COLUMNS), inserts_full: new job rows with counters (JOB_INSERT_COLUMNS),
-    updates: job rows (JOB_UPDATE_COLUMNS); deletes: job ids (ints);
+    updates: job rows (JOB_UPDATE_COLUMNS); payloads: (payload, payload_fmt, id) rows of
+    payloads replaced in place; deletes: job ids (ints);
     events: job_events rows; queues: (name, created_ms) of queues first used; next_id: the next job id to hand out (stored in jobgate_meta).
     """
 
@@ -30,6 +35,7 @@ class Batch:
     inserts: list = field(default_factory=list)
     inserts_full: list = field(default_factory=list)
     updates: list = field(default_factory=list)
+    payloads: list = field(default_factory=list)
     deletes: list = field(default_factory=list)
     events: list = field(default_factory=list)
     queues: list = field(default_factory=list)
@@ -55,6 +61,7 @@ class Journal:
         self.records = 0
         self.known_queues: set[str] = set()
         self.new_queues: list = []
+        self.payload_changed: set[int] = set()
 
     def queue_seen(self, name: str) -> None:
         """Record the first job of queue `name` in this process (queues table, idempotent)."""
@@ -89,6 +96,11 @@ class Journal:
             if self.on_pending is not None:
                 self.on_pending()
 
+    def payload_replaced(self, job) -> None:
+        """Note that `job.payload` / `job.fmt` changed (bunqueue Update); the row is rewritten."""
+        self.payload_changed.add(job.id)
+        self.mark(job)
+
     def has_unwritten(self) -> bool:
         """True when anything (rows or lone history events) waits for the writer."""
         return self.pending or bool(self.events) or bool(self.dirty)
@@ -109,15 +121,19 @@ class Journal:
                 continue
             ready_at = now_wall + (job.ready_at - now_mono) if st is DELAYED else None
             exp = now_wall + (job.expires_at - now_mono) if job.expires_at else None
+            ext = None if job.ext is None else _pack_extras(job.ext)
             if job.in_db:
                 upd.append((st, job.priority, ready_at, job.delay_ms, job.ttr_ms, job.reserves,
                             job.timeouts, job.releases, job.buries, job.kicks, job.fails,
-                            job.result, 1 if job.result_ok else 0, exp, job.id))
+                            job.result, 1 if job.result_ok else 0, exp, ext, job.id))
+                if job.id in self.payload_changed:
+                    b.payloads.append((job.payload, job.fmt, job.id))
             else:
                 job.in_db = b.number
                 row = (job.id, job.uid, job.queue, job.payload, job.priority, st,
                        job.created_ms, ready_at, job.delay_ms, job.ttr_ms, job.dialect,
-                       job.ttl_ms, exp, job.max_attempts, job.max_fails, job.sched_ms)
+                       job.ttl_ms, exp, job.max_attempts, job.max_fails, job.sched_ms,
+                       job.fmt, ext)
                 if (job.reserves or job.timeouts or job.releases or job.buries or job.kicks
                         or job.fails or job.result is not None):
                     full.append(row + (job.reserves, job.timeouts, job.releases, job.buries,
@@ -130,5 +146,7 @@ class Journal:
         if self.new_queues:
             b.queues, self.new_queues = self.new_queues, []
         self.dirty = {}
+        if self.payload_changed:
+            self.payload_changed = set()
         self.pending = False
         return b

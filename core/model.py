@@ -38,13 +38,16 @@ class Job:
     when the job is evicted, 0 = never), max_attempts / max_fails (0 = unlimited / none),
     fails (explicit failures), result (bytes or None), result_ok (success flag of the result),
     sched_ms (wall ms of a workq `schedule` time, 0 = not scheduled).
+    Dialect extras: fmt (payload encoding: 0 raw bytes, 1 a MessagePack value: bunqueue data
+    that is not a string), ext (dict of bunqueue fields such as name, backoff, tags, progress,
+    logs, dependsOn; None for jobs that have none; stored as one MessagePack map).
     """
 
     __slots__ = (
         "id", "uid", "queue", "payload", "priority", "state", "created_ms", "delay_ms", "ttr_ms",
         "ready_at", "deadline", "owner", "reserves", "timeouts", "releases", "buries", "kicks",
         "dialect", "hver", "in_db", "ttl_ms", "expires_at", "max_attempts", "max_fails",
-        "fails", "result", "result_ok", "sched_ms",
+        "fails", "result", "result_ok", "sched_ms", "fmt", "ext",
     )
 
     def __init__(self, id: int, queue: str, payload: bytes, priority: int, ttr_ms: int,
@@ -77,6 +80,8 @@ class Job:
         self.result = None
         self.result_ok = False
         self.sched_ms = 0
+        self.fmt = 0
+        self.ext = None
 
     @property
     def finished(self) -> bool:
@@ -144,16 +149,19 @@ class Owner:
     DEADLINE_SOON near one of the owner's TTR deadlines (beanstalk; workq has no such reply).
     `durable`: a reservation is committed before it is answered (workq counts attempts at lease
     and they must survive a restart; beanstalk reservations are not stored).
+    `ttr_ms`: when not 0, a reservation by this owner sets the job's TTR to it (bunqueue lockTtl).
     """
 
-    __slots__ = ("reserved", "waiter", "dialect", "margin", "durable")
+    __slots__ = ("reserved", "waiter", "dialect", "margin", "durable", "ttr_ms")
 
-    def __init__(self, dialect: str, margin: bool = True, durable: bool = False) -> None:
+    def __init__(self, dialect: str, margin: bool = True, durable: bool = False,
+                 ttr_ms: int = 0) -> None:
         self.reserved: dict[int, Job] = {}
         self.waiter: Waiter | None = None
         self.dialect = dialect
         self.margin = margin
         self.durable = durable
+        self.ttr_ms = ttr_ms
 
 
 class Waiter:

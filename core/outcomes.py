@@ -95,6 +95,10 @@ class Outcomes:
             self._to_buried(job, q)
         self._log(job, event, dialect)
         self._retain(job)
+        if job.ext is not None:
+            self._unindex(job)
+        if ok and self.dependents:
+            self._deps_done(self.uid_of(job))
         ws = self.result_waiters.pop(job.id, None)
         if ws:
             run = False
@@ -116,10 +120,11 @@ class Outcomes:
         self._finish(job, q, result, True, "complete", dialect)
         return True
 
-    def fail(self, job: Job, result: bytes, dialect: str) -> bool:
-        """An explicit failure of `job` with `result` (workq `fail`). Counts it in `fails`; while
-        fails < max_fails (and attempts remain) a leased job goes back to ready, else the job
-        fails for good (buried, with the result). False when it already has a result."""
+    def fail(self, job: Job, result: bytes, dialect: str, backoff_ms: int = 0) -> bool:
+        """An explicit failure of `job` with `result` (workq `fail`, bunqueue FAIL). Counts it in
+        `fails`; while fails < max_fails (and attempts remain) a leased job goes back to ready
+        (delayed by `backoff_ms` ms when > 0), else the job fails for good (buried, with the
+        result). False when it already has a result."""
         if job.result is not None or job.state is COMPLETED:
             return False
         job.fails += 1
@@ -129,7 +134,10 @@ class Outcomes:
             if job.state is RESERVED:
                 self._leave(job, q)
                 self._log(job, "fail", dialect)
-                self._to_ready(job, q)
+                if backoff_ms > 0:
+                    self._to_delayed(job, q, self.clock.monotonic_ms() + backoff_ms)
+                else:
+                    self._to_ready(job, q)
             else:
                 self._log(job, "fail", dialect)
             return True

@@ -8,6 +8,8 @@ counts are kept.
 """
 from __future__ import annotations
 
+import msgpack
+
 from .model import BURIED, COMPLETED, DELAYED, READY, RESERVED, Job
 
 
@@ -40,10 +42,15 @@ def restore(engine, loaded) -> int:
         if r["result"] is not None:
             job.result = bytes(r["result"])
             job.result_ok = bool(r["result_ok"])
+        job.fmt = r["payload_fmt"]
+        if r["extras"] is not None:
+            job.ext = msgpack.unpackb(r["extras"], raw=False, strict_map_key=False)
         job.in_db = 1
         engine.jobs[job.id] = job
         if job.uid is not None:
             engine.by_uid[job.uid] = job
+        if job.ext is not None:
+            engine.index_extras(job)
         if r["expires_at_ms"] is not None:
             engine._expire_at(job, now_mono + (r["expires_at_ms"] - now_wall))
         q = engine.queue(job.queue)

@@ -40,6 +40,10 @@ jobs = sa.Table(
     sa.Column("fails", sa.Integer, nullable=False, server_default="0"),
     sa.Column("result", sa.LargeBinary, nullable=True),
     sa.Column("result_ok", sa.SmallInteger, nullable=False, server_default="0"),
+    # bunqueue (migration 0003): how the payload is encoded (0 raw bytes, 1 MessagePack) and
+    # the dialect extras (name, backoff, tags, progress, logs, ...) as one MessagePack map
+    sa.Column("payload_fmt", sa.SmallInteger, nullable=False, server_default="0"),
+    sa.Column("extras", sa.LargeBinary, nullable=True),
     # No index on uid: the engine keeps uids unique (one writer, every live job in memory), and
     # a unique index over random UUIDs costs a random index page per insert (migration 0002).
 )
@@ -72,7 +76,7 @@ meta = sa.Table(
 #: Column order of Batch.inserts rows: new jobs whose counters are all zero (the common case).
 JOB_NEW_COLUMNS = ("id", "uid", "queue", "payload", "priority", "state", "created_ms",
                    "ready_at_ms", "delay_ms", "ttr_ms", "dialect", "ttl_ms", "expires_at_ms",
-                   "max_attempts", "max_fails", "sched_ms")
+                   "max_attempts", "max_fails", "sched_ms", "payload_fmt", "extras")
 #: Column order of Batch.inserts_full rows (core.journal): JOB_NEW_COLUMNS, then counters
 #: and the result.
 JOB_INSERT_COLUMNS = JOB_NEW_COLUMNS + ("reserves", "timeouts", "releases", "buries", "kicks",
@@ -80,5 +84,7 @@ JOB_INSERT_COLUMNS = JOB_NEW_COLUMNS + ("reserves", "timeouts", "releases", "bur
 #: Column order of Batch.updates rows; the job id comes last.
 JOB_UPDATE_COLUMNS = ("state", "priority", "ready_at_ms", "delay_ms", "ttr_ms", "reserves",
                       "timeouts", "releases", "buries", "kicks", "fails", "result", "result_ok",
-                      "expires_at_ms")
+                      "expires_at_ms", "extras")
+#: Column order of Batch.payloads rows (a payload replaced in place: bunqueue Update).
+JOB_PAYLOAD_COLUMNS = ("payload", "payload_fmt")
 EVENT_COLUMNS = ("job_id", "queue", "dialect", "event", "at_ms", "attempt")

@@ -94,6 +94,9 @@ class Store:
         ph = _placeholders(ps, len(schema.JOB_UPDATE_COLUMNS) + 1)
         sets = ", ".join(f"{c} = {p}" for c, p in zip(schema.JOB_UPDATE_COLUMNS, ph))
         self._sql_update = f"UPDATE {j} SET {sets} WHERE id = {ph[-1]}"
+        ph = _placeholders(ps, len(schema.JOB_PAYLOAD_COLUMNS) + 1)
+        sets = ", ".join(f"{c} = {p}" for c, p in zip(schema.JOB_PAYLOAD_COLUMNS, ph))
+        self._sql_payload = f"UPDATE {j} SET {sets} WHERE id = {ph[-1]}"
         self._sql_delete = f"DELETE FROM {j} WHERE id IN "
         self._sql_events = ins(schema.job_events.name, schema.EVENT_COLUMNS)
         p2 = _placeholders(ps, 2)
@@ -163,6 +166,8 @@ class Store:
             conn.exec_driver_sql(self._sql_next_id, (batch.next_id, "next_id"))
         if batch.updates:
             conn.exec_driver_sql(self._sql_update, batch.updates)
+        if batch.payloads:
+            conn.exec_driver_sql(self._sql_payload, batch.payloads)
         if batch.deletes:
             ids = batch.deletes
             for i in range(0, len(ids), 500):

@@ -5,6 +5,7 @@ A file looks like this (every key optional; unknown keys are an error naming the
     listeners:
       beanstalk: {host: 127.0.0.1, port: 11300}    # or {unix: /run/jobgate.sock}
       workq: {host: 127.0.0.1, port: 9922}
+      bunqueue: {host: 127.0.0.1, port: 6789}
     database:
       url: sqlite:///jobgate.db                     # or postgresql+psycopg://user@host/db
       sqlite_synchronous: normal                    # normal | full
@@ -16,15 +17,19 @@ A file looks like this (every key optional; unknown keys are an error naming the
       max_connections: 10000
       beanstalk: {max_job_size: 65535, line_max: 224}
     log: {level: info, format: json}                # format: json | text
+    bunqueue:
+      auth_tokens: [secret1, secret2]               # clients must Auth with one; none: open
+      rate_limit: 0                                 # commands/s per connection, 0: unlimited
+      max_frame: 67108864                           # bytes; a larger frame closes the link
 
-Units: sizes in bytes, retention in days.
+Units: sizes in bytes, retention in days, rate limit in commands per second.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-DIALECTS = ("beanstalk", "workq")
-DEFAULT_PORTS = {"beanstalk": 11300, "workq": 9922}
+DIALECTS = ("beanstalk", "workq", "bunqueue")
+DEFAULT_PORTS = {"beanstalk": 11300, "workq": 9922, "bunqueue": 6789}
 DURABILITY = ("commit", "buffered", "memory")
 
 
@@ -51,7 +56,8 @@ class Config:
     """The validated configuration (see the module docstring for the file format)."""
 
     listeners: list = field(default_factory=lambda: [Listener("beanstalk", "127.0.0.1", 11300),
-                                                     Listener("workq", "127.0.0.1", 9922)])
+                                                     Listener("workq", "127.0.0.1", 9922),
+                                                     Listener("bunqueue", "127.0.0.1", 6789)])
     database_url: str = "sqlite:///jobgate.db"
     sqlite_synchronous: str = "normal"
     durability: str = "commit"
@@ -62,6 +68,9 @@ class Config:
     beanstalk_line_max: int = 224
     log_level: str = "info"
     log_format: str = "json"
+    bunqueue_auth_tokens: list = field(default_factory=list)
+    bunqueue_rate_limit: int = 0
+    bunqueue_max_frame: int = 64 * 1024 * 1024
 
 
 def _keys(d, allowed: tuple, where: str) -> dict:
@@ -106,7 +115,8 @@ def parse_listener(dialect: str, d, where: str) -> Listener:
 
 def from_dict(raw) -> Config:
     """Build a Config from a parsed YAML document (None = all defaults). Raises ConfigError."""
-    raw = _keys(raw, ("listeners", "database", "durability", "history", "limits", "log"), "")
+    raw = _keys(raw, ("listeners", "database", "durability", "history", "limits", "log",
+                      "bunqueue"), "")
     c = Config()
     if "listeners" in raw:
         ls = _keys(raw["listeners"], DIALECTS, "listeners")
@@ -140,6 +150,16 @@ def from_dict(raw) -> Config:
         c.log_level = _choice(lg["level"], "log.level", ("debug", "info", "warning", "error"))
     if "format" in lg:
         c.log_format = _choice(lg["format"], "log.format", ("json", "text"))
+    bq = _keys(raw.get("bunqueue"), ("auth_tokens", "rate_limit", "max_frame"), "bunqueue")
+    if "auth_tokens" in bq:
+        toks = bq["auth_tokens"]
+        if not isinstance(toks, list):
+            raise ConfigError("config key 'bunqueue.auth_tokens': must be a list of strings")
+        c.bunqueue_auth_tokens = [_str(t, "bunqueue.auth_tokens") for t in toks]
+    if "rate_limit" in bq:
+        c.bunqueue_rate_limit = _int(bq["rate_limit"], "bunqueue.rate_limit", 0, 10**9)
+    if "max_frame" in bq:
+        c.bunqueue_max_frame = _int(bq["max_frame"], "bunqueue.max_frame", 1024, 2**32 - 1)
     return c
 
 

@@ -16,9 +16,10 @@ import anyio
 from core.clock import SystemClock
 from core.engine import Engine
 from protocols.beanstalk import ServerInfo
+from protocols.bunqueue import BunqueueInfo
 from protocols.workq import WorkqInfo
 
-from . import beanstalk_conn, workq_conn
+from . import beanstalk_conn, bunqueue_conn, workq_conn
 from .config import Config
 from .logs import event
 
@@ -29,7 +30,8 @@ async def _no_wait() -> None:
     return None
 
 
-_SERVE = {"beanstalk": beanstalk_conn.serve, "workq": workq_conn.serve}
+_SERVE = {"beanstalk": beanstalk_conn.serve, "workq": workq_conn.serve,
+          "bunqueue": bunqueue_conn.serve}
 
 
 class Runtime:
@@ -57,6 +59,11 @@ class Runtime:
             self.restored = restore(self.engine, self.store.load())
         self.beanstalk_info = ServerInfo(self.engine, config.beanstalk_max_job_size, version)
         self.workq_info = WorkqInfo(self.engine)
+        self.bunqueue_info = BunqueueInfo(self.engine, config.bunqueue_auth_tokens,
+                                          config.bunqueue_rate_limit,
+                                          self.store.engine.url.database
+                                          if self.store is not None and self.store.is_sqlite
+                                          else None)
         self.connections = 0   # open client connections, every dialect (limits.max_connections)
         self.durable = _no_wait
         self._stop = None

@@ -40,13 +40,15 @@ def wait_port(port: int, proc: subprocess.Popen | None = None, timeout: float = 
 class Server:
     """A jobgate server subprocess: `jobgate serve` with the given database and durability.
 
-    Attributes: port (beanstalk), workq_port (None unless `workq`), proc, url. `stop()` sends
+    Attributes: port (beanstalk), workq_port (None unless `workq`), bunqueue_port (None unless
+    `bunqueue`), proc, url. `stop()` sends
     SIGTERM and waits; `kill()` sends SIGKILL.
     """
 
     def __init__(self, url: str | None, durability: str = "commit", port: int | None = None,
                  extra: list[str] | None = None, cwd: str | None = None, workq: bool = False,
-                 workq_port: int | None = None) -> None:
+                 workq_port: int | None = None, bunqueue: bool = False,
+                 bunqueue_port: int | None = None) -> None:
         self.port = port or free_port()
         self.url = url
         args = [sys.executable, "-m", "gateway.cli", "serve", "--listen",
@@ -56,6 +58,10 @@ class Server:
         if workq or workq_port:
             self.workq_port = workq_port or free_port()
             args += ["--listen", f"workq=127.0.0.1:{self.workq_port}"]
+        self.bunqueue_port = None
+        if bunqueue or bunqueue_port:
+            self.bunqueue_port = bunqueue_port or free_port()
+            args += ["--listen", f"bunqueue=127.0.0.1:{self.bunqueue_port}"]
         if url:
             args += ["--database", url]
         args += extra or []
@@ -66,6 +72,8 @@ class Server:
             wait_port(self.port, self.proc)
             if self.workq_port:
                 wait_port(self.workq_port, self.proc)
+            if self.bunqueue_port:
+                wait_port(self.bunqueue_port, self.proc)
         except RuntimeError:
             out, err = self.stop()
             raise RuntimeError(f"server did not start: {err.decode(errors='replace')}")

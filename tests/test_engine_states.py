@@ -335,9 +335,9 @@ def test_journal_snapshot_of_dirty_job(clock, journal, eng):
     step(eng, 200)
     b = journal.take(eng.next_id)
     # updates: state, priority, ready_at (wall), delay_ms, ttr_ms, counters, fails, result,
-    # result_ok, expires_at (wall), id
+    # result_ok, expires_at (wall), extras, id
     assert b.updates == [(DELAYED, 11, W0 + 500 + 3000, 3000, 4000, 1, 0, 1, 0, 1, 0, None, 0,
-                          None, j.id)]
+                          None, None, j.id)]
     assert b.inserts == [] and b.inserts_full == []
 
 

@@ -1,0 +1,177 @@
+"""Job extras that not every dialect has (split from core.engine; DESIGN.md "The canonical model",
+row "extras"): deduplication keys, dependencies, LIFO order, owner-agnostic requeue and lock
+renewal, batch reservation, in-place changes of priority, payload and extras.
+
+`Extras` is a base of core.engine.Engine. bunqueue is the first dialect to use it, but nothing
+here knows its wire format: `job.ext` is a plain dict whose keys the dialect chooses, with three
+keys the engine reads itself:
+
+- ``uniqueKey`` (str): while the job is unfinished, no other job of its queue may take the key
+  (`dedup_job`); the key is released when the job finishes or is deleted.
+- ``deps`` (list of uid str): unmet dependencies. Such a job waits in DELAYED with the far
+  deadline BLOCKED_MS and becomes ready when the last dependency completes (`_deps_done`). A
+  dependency that is deleted without completing leaves it waiting.
+- ``lifo`` (true): among equal priorities, this job is served before older ones.
+
+Units: ms; deadlines are monotonic ms.
+"""
+from __future__ import annotations
+
+from .model import BURIED, COMPLETED, DELAYED, READY, RESERVED, Job, Owner
+
+#: How far in the future a job waiting for dependencies is parked (ms, about 100 years).
+BLOCKED_MS = 100 * 365 * 86_400_000
+
+
+class Extras:
+    """Dedup keys, dependencies and owner-agnostic operations; expects the Engine attributes
+    (jobs, queues, journal, clock, unique, dependents) and its state-entry methods."""
+
+    # ------------------------------------------------------------- indexes
+    def index_extras(self, job: Job) -> None:
+        """Register the job's dedup key and unmet dependencies (put, recovery)."""
+        ext = job.ext
+        key = ext.get("uniqueKey")
+        if key is not None and job.result is None:
+            self.unique[(job.queue, key)] = job
+        for d in ext.get("deps") or ():
+            self.dependents.setdefault(d, set()).add(job.id)
+
+    def _unindex(self, job: Job) -> None:
+        """The job finished or is gone: release its dedup key (called for jobs with ext)."""
+        key = job.ext.get("uniqueKey")
+        if key is not None and self.unique.get((job.queue, key)) is job:
+            del self.unique[(job.queue, key)]
+
+    def dedup_job(self, queue: str, key: str) -> Job | None:
+        """The unfinished job of `queue` holding dedup key `key`, or None."""
+        return self.unique.get((queue, key))
+
+    def blocked(self, job: Job) -> bool:
+        """True while the job waits for dependencies."""
+        return job.ext is not None and bool(job.ext.get("deps"))
+
+    def dependency_met(self, uid: str) -> bool:
+        """True when the job `uid` has completed (or is gone: removed after completing)."""
+        job = self.find_uid(uid)
+        return job is None or job.state is COMPLETED
+
+    def _deps_done(self, uid: str) -> None:
+        """Job `uid` completed: jobs that waited only for it become ready."""
+        ids = self.dependents.pop(uid, None)
+        if not ids:
+            return
+        for id in sorted(ids):
+            job = self.jobs.get(id)
+            if job is None or job.ext is None:
+                continue
+            deps = job.ext.get("deps")
+            if not deps or uid not in deps:
+                continue
+            deps.remove(uid)
+            if deps:
+                self._mark(job)
+                continue
+            del job.ext["deps"]
+            if job.state is DELAYED and job.ready_at >= self.clock.monotonic_ms() + BLOCKED_MS // 2:
+                self.requeue(job, 0, "ready", "jobgate")
+            else:
+                self._mark(job)
+
+    def _mark(self, job: Job) -> None:
+        j = self.journal
+        if j is not None:
+            j.mark(job)
+
+    # --------------------------------------------------------- state moves
+    def requeue(self, job: Job, delay_ms: int, event: str, dialect: str) -> None:
+        """Move `job` from any state (reserved by anyone, delayed, buried, completed) back to
+        ready, or delayed for `delay_ms` ms; its result, if any, is cleared."""
+        q = self.queues[job.queue]
+        self._leave(job, q)
+        if job.result is not None:
+            job.result = None
+            job.result_ok = False
+            if not job.ttl_ms:
+                job.expires_at = 0   # it was only kept for its result
+            if job.ext is not None and job.ext.get("uniqueKey") is not None:
+                self.unique.setdefault((job.queue, job.ext["uniqueKey"]), job)
+        self._log(job, event, dialect)
+        if delay_ms > 0:
+            self._to_delayed(job, q, self.clock.monotonic_ms() + delay_ms)
+        else:
+            self._to_ready(job, q)
+
+    def block(self, job: Job) -> None:
+        """Park a new job whose dependencies are unmet (see BLOCKED_MS)."""
+        q = self.queues[job.queue]
+        self._leave(job, q)
+        self._to_delayed(job, q, self.clock.monotonic_ms() + BLOCKED_MS)
+
+    def touch_job(self, job: Job, ttr_ms: int = 0) -> bool:
+        """Renew a reservation whoever holds it: deadline = now + `ttr_ms` (0: the job's TTR).
+        False when the job is not reserved."""
+        if job.state is not RESERVED:
+            return False
+        if ttr_ms:
+            job.ttr_ms = ttr_ms
+        return self.touch(job.owner, job.id)
+
+    def reserve_many(self, owner: Owner, queue: str, n: int) -> list[Job]:
+        """Reserve up to `n` ready jobs of `queue` at once (not while it is paused)."""
+        q = self.queues.get(queue)
+        out: list[Job] = []
+        if q is None or not q.n_ready:
+            return out
+        now = self.clock.monotonic_ms()
+        if q.paused_until > now:
+            return out
+        while len(out) < n:
+            job = self._pop_ready(q)
+            if job is None:
+                break
+            self._to_reserved(job, q, owner, now)
+            out.append(job)
+        return out
+
+    def change_priority(self, job: Job, priority: int, dialect: str) -> None:
+        """Set the job's canonical rank; a ready job moves to its new place at once."""
+        if job.state is READY:
+            q = self.queues[job.queue]
+            self._leave(job, q)
+            job.priority = priority
+            self._to_ready(job, q)
+        else:
+            job.priority = priority
+        self._log(job, "priority", dialect)
+
+    def replace_payload(self, job: Job, payload: bytes, fmt: int) -> None:
+        """Replace the payload in place (bunqueue Update); stored with the next commit."""
+        job.payload = payload
+        job.fmt = fmt
+        j = self.journal
+        if j is not None:
+            j.payload_replaced(job)
+
+    def update_ext(self, job: Job, **fields) -> None:
+        """Set extras fields of `job` (creating its ext) and store them with the next commit."""
+        if job.ext is None:
+            job.ext = {}
+        job.ext.update(fields)
+        self._mark(job)
+
+    def dead_letter(self, job: Job, result: bytes, dialect: str, event: str = "dlq") -> bool:
+        """Fail `job` for good now (bunqueue Discard, unrecoverable FAIL): buried with `result`.
+        False when it already finished."""
+        if job.state is COMPLETED or job.state is BURIED and job.result is not None:
+            return False
+        q = self.queues[job.queue]
+        self._leave(job, q)
+        self._finish(job, q, result, False, event, dialect)
+        return True
+
+    def lifo_key(self, job: Job) -> int:
+        """The tie-break key among equal priorities: the id, negated for LIFO jobs."""
+        ext = job.ext
+        return -job.id if ext is not None and ext.get("lifo") else job.id
+

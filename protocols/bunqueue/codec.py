@@ -1,0 +1,168 @@
+"""bunqueue frames and MessagePack values, sans-IO (bunqueue-tcp-protocol.txt, "Wire Format").
+
+A frame is a 4-byte big-endian length and that many bytes of MessagePack. `FrameReader` cuts a
+byte stream into frame bodies; `decode_command` turns a body into a command dict or the
+reference's error string; `frame`, `pack` and `splice_map` write replies the way the reference
+(msgpackr) does where the real client depends on it:
+
+- integers outside the uint32/int32 range travel as float64 (the client reads 64-bit integers as
+  BigInt and rejects them), so `num()` turns them into floats;
+- JavaScript `undefined` is MessagePack ext type 0 (`d4 00 00`): UNDEFINED writes it and
+  decoding reads any ext 0 as None;
+- text is `str`, bytes are `bin`.
+
+Limits: MAX_FRAME (64 MiB, the spec's maximum; larger frames get one error frame, then the
+connection closes).
+"""
+from __future__ import annotations
+
+import msgpack
+
+#: Largest frame body accepted, bytes (spec: "Maximum frame size is 64 MB").
+MAX_FRAME = 64 * 1024 * 1024
+
+#: msgpackr's `undefined`, as the reference writes it (fixext1, type 0, data 0).
+UNDEFINED = msgpack.ExtType(0, b"\x00")
+
+_packer = msgpack.Packer(use_bin_type=True, autoreset=True)
+#: MessagePack encoding of one value (str as str, bytes as bin, ExtType as ext).
+pack = _packer.pack
+
+_INT_MIN = -0x80000000
+_UINT_MAX = 0xFFFFFFFF
+
+
+def num(v: int):
+    """`v` as the reference writes a JavaScript number: an int within int32/uint32, else a
+    float64 (for example ms timestamps)."""
+    return v if _INT_MIN <= v <= _UINT_MAX else float(v)
+
+
+def _ext(code: int, data: bytes):
+    if code == 0:
+        return None   # msgpackr undefined
+    return msgpack.ExtType(code, data)
+
+
+class TooLarge:
+    """A frame header announced more than the limit: answer `error` and close (reference)."""
+
+    __slots__ = ("size", "error")
+
+    def __init__(self, size: int, limit: int) -> None:
+        self.size = size
+        self.error = f"Frame too large: {size} bytes exceeds maximum {limit}"
+
+
+class FrameReader:
+    """Cuts a byte stream into frame bodies. `feed(data)` returns a list of bodies (bytes) and,
+    after an oversized header, a final TooLarge (the reader then ignores further input).
+
+    The buffer holds at most one partial frame: its size is bounded by `limit` + 4 bytes.
+    """
+
+    def __init__(self, limit: int = MAX_FRAME) -> None:
+        self.limit = limit
+        self._buf = bytearray()
+        self.closed = False
+
+    def feed(self, data: bytes) -> list:
+        if self.closed:
+            return []
+        buf = self._buf
+        buf += data
+        out: list = []
+        pos = 0
+        n = len(buf)
+        while n - pos >= 4:
+            size = int.from_bytes(buf[pos:pos + 4], "big")
+            if size > self.limit:
+                out.append(TooLarge(size, self.limit))
+                self.closed = True
+                buf.clear()
+                return out
+            end = pos + 4 + size
+            if end > n:
+                break
+            out.append(bytes(buf[pos + 4:end]))
+            pos = end
+        if pos:
+            del buf[:pos]
+        return out
+
+    def buffered(self) -> int:
+        """Bytes held for an incomplete frame."""
+        return len(self._buf)
+
+
+def decode_command(body: bytes):
+    """A frame body as a command dict, or the reference's error string for it: an empty or
+    undecodable body is "Invalid command format"; a value that is not a map with a string `cmd`
+    is "Invalid command". Map keys may be any type; ext 0 decodes as None."""
+    if not body:
+        return "Invalid command format"
+    try:
+        obj = msgpack.unpackb(body, raw=False, ext_hook=_ext, strict_map_key=False)
+    except msgpack.FormatError:
+        return "Invalid command"   # e.g. 0xc1: msgpackr reads it, as a non-map value
+    except (ValueError, msgpack.ExtraData, msgpack.StackError, TypeError):
+        return "Invalid command format"
+    if obj.__class__ is not dict or obj.get("cmd").__class__ is not str:
+        return "Invalid command"
+    return obj
+
+
+def frame(body: bytes) -> bytes:
+    """`body` with its 4-byte big-endian length prefix."""
+    return len(body).to_bytes(4, "big") + body
+
+
+def map_header(n: int) -> bytes:
+    """The MessagePack header of a map with `n` entries."""
+    if n < 16:
+        return bytes((0x80 | n,))
+    if n < 0x10000:
+        return b"\xde" + n.to_bytes(2, "big")
+    return b"\xdf" + n.to_bytes(4, "big")
+
+
+def map_body(d: dict) -> bytes:
+    """The packed entries of `d` without their map header (to splice maps together)."""
+    b = pack(d)
+    n = len(d)
+    return b[1:] if n < 16 else b[3:] if n < 0x10000 else b[5:]
+
+
+def splice_map(head: dict, raw: list, tail: dict | None = None) -> bytes:
+    """One MessagePack map: the entries of `head`, then `raw` (key str, already-packed value
+    bytes) pairs, then the entries of `tail`."""
+    n = len(head) + len(raw) + (len(tail) if tail else 0)
+    parts = [map_header(n), map_body(head)]
+    for k, v in raw:
+        parts.append(pack(k))
+        parts.append(v)
+    if tail:
+        parts.append(map_body(tail))
+    return b"".join(parts)
+
+
+def pack_value(payload: bytes, fmt: int) -> bytes:
+    """A stored payload or result as a packed value: MessagePack bytes as they are (fmt 1);
+    raw bytes (other dialects) as a str when they are UTF-8, else as bin."""
+    if fmt == 1:
+        return payload
+    try:
+        return pack(payload.decode("utf-8"))
+    except UnicodeDecodeError:
+        return pack(payload)
+
+
+def unpack_value(payload: bytes, fmt: int):
+    """The inverse of pack_value, as a Python value (None for an empty MessagePack payload)."""
+    if fmt == 1:
+        return msgpack.unpackb(payload, raw=False, ext_hook=_ext, strict_map_key=False) \
+            if payload else None
+    try:
+        return payload.decode("utf-8")
+    except UnicodeDecodeError:
+        return payload

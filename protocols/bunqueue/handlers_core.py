@@ -1,0 +1,388 @@
+"""PUSH, PUSHB, PULL, PULLB, ACK, ACKB, FAIL and lock upkeep (bunqueue-tcp-protocol.txt "Core
+Commands", "JobHeartbeat"; reference behaviour: bunqueue-golden.json and docs/bunqueue.md).
+
+Every acknowledged PUSH / ACK / FAIL is committed before its reply (durability: commit; the
+reference acknowledges PUSH before its write buffer reaches disk, we do not).
+"""
+from __future__ import annotations
+
+import random
+
+from core.model import DELAYED, RESERVED, TIMED_OUT, Waiter
+
+from .codec import pack, UNDEFINED
+from .info import DEFAULT_LOCK_TTL_MS
+from .jobview import DEFAULT_BACKOFF_MS, DEFAULT_MAX_ATTEMPTS, job_body, new_id
+from .options import (build_ext, data_error, encode_data, number_error, options_error,
+                      queue_error, queue_name)
+from .registry import PENDING, Spliced, command, err, ok_empty
+
+MAX_BACKOFF_MS = 3_600_000   # the reference's DEFAULT_MAX_BACKOFF
+
+
+def _now(sess) -> int:
+    return sess.engine.clock.wall_ms()
+
+
+# ------------------------------------------------------------------- push
+def _push_one(sess, queue: str, opts: dict, prefix: str = ""):
+    """Validate and create one job; returns its id str, or an error reply dict."""
+    e = sess.engine
+    data = opts.get("data")
+    msg = data_error(data) or options_error(opts)
+    if msg:
+        return err(prefix + msg)
+    custom = opts.get("jobId")
+    if custom is None:
+        custom = opts.get("customId")
+    if custom is not None:
+        custom = str(custom)
+        job = e.find_uid(custom)
+        if job is not None:
+            return custom   # idempotent: the existing job's id
+    key = opts.get("uniqueKey")
+    if key is not None:
+        job = e.dedup_job(queue, key)
+        if job is not None:
+            return e.uid_of(job)
+    unmet = []
+    for d in opts.get("dependsOn") or ():
+        d = str(d)
+        dep = e.find_uid(d)
+        if dep is None:
+            return err(prefix + f"Dependency job not found: {d}")
+        if not e.dependency_met(d):
+            unmet.append(d)
+    payload, fmt = encode_data(data)
+    if len(payload) > 10 * 1024 * 1024:
+        return err(prefix + "Job data too large (max 10MB)")
+    uid = custom if custom is not None else new_id()
+    pri = opts.get("priority")
+    delay = opts.get("delay")
+    ttl = opts.get("ttl")
+    ma = opts.get("maxAttempts")
+    timeout = opts.get("timeout")
+    e.put(queue, payload, -int(pri) if pri else 0, int(delay) if delay else 0,
+          int(timeout) if timeout else DEFAULT_LOCK_TTL_MS, "bunqueue", uid,
+          ttl_ms=int(ttl) if ttl else 0, expire_ms=int(ttl) if ttl else 0,
+          max_fails=int(ma) if ma else DEFAULT_MAX_ATTEMPTS, event="push",
+          ext=build_ext(opts, custom, unmet), fmt=fmt)
+    sess.info.total_pushed += 1
+    return uid
+
+
+@command("PUSH", mutating=True)
+def push(sess, cmd: dict):
+    q = cmd.get("queue")
+    msg = queue_error(q)
+    if msg:
+        return err(msg)
+    r = _push_one(sess, queue_name(q), cmd)
+    if r.__class__ is dict:
+        return r
+    sess.info.publish("waiting", queue_name(q), r, _now(sess))
+    return {"ok": True, "id": r}
+
+
+@command("PUSHB", mutating=True)
+def push_batch(sess, cmd: dict):
+    q = cmd.get("queue")
+    msg = queue_error(q)
+    if msg:
+        return err(msg)
+    queue = queue_name(q)
+    jobs = cmd.get("jobs")
+    if jobs.__class__ is not list:
+        return err("jobs must be an array")
+    for i, opts in enumerate(jobs):   # validate all before creating any (no half batch)
+        if opts.__class__ is not dict:
+            return err(f"jobs[{i}]: Invalid job")
+        msg = data_error(opts.get("data")) or options_error(opts)
+        if msg:
+            return err(f"jobs[{i}]: {msg}")
+    ids = []
+    for i, opts in enumerate(jobs):
+        r = _push_one(sess, queue, opts, f"jobs[{i}]: ")
+        if r.__class__ is dict:
+            return r   # a dependency error: jobs before it stay, as in the reference
+        ids.append(r)
+    if sess.info.subscribers:
+        now = _now(sess)
+        for uid in ids:
+            sess.info.publish("waiting", queue, uid, now)
+    return {"ok": True, "ids": ids}
+
+
+# ------------------------------------------------------------------- pull
+def _pull_args(cmd: dict, batch: bool):
+    q = cmd.get("queue")
+    msg = queue_error(q)
+    if msg:
+        return msg, None
+    if batch:
+        msg = number_error(cmd.get("count"), "count", 1, 1000)
+        if msg:
+            return msg, None
+    msg = number_error(cmd.get("timeout"), "timeout", 0, 60000)
+    if msg:
+        return msg, None
+    ttl = cmd.get("lockTtl")
+    ttl = int(ttl) if ttl.__class__ in (int, float) and ttl > 0 else DEFAULT_LOCK_TTL_MS
+    return None, (queue_name(q), ttl)
+
+
+def _started(sess, job, owner_name, locked: bool) -> bytes:
+    """Mark a just-reserved job active; returns its packed Job object."""
+    now = _now(sess)
+    e = sess.engine
+    ext = job.ext
+    if ext is None:
+        ext = job.ext = {}
+    ext["startedAt"] = now
+    ext["lastHeartbeat"] = now
+    locks = sess.info.locks
+    if locked:
+        locks[job.id] = new_id(now)
+    elif job.id in locks:
+        del locks[job.id]
+    sess.info.total_pulled += 1
+    if sess.info.subscribers:
+        sess.info.publish("pulled", job.queue, e.uid_of(job), now)
+    return job_body(e, job)
+
+
+def _pull_reply(sess, jobs: list, locked: bool, batch: bool):
+    bodies = [_started(sess, j, None, locked) for j in jobs]
+    locks = sess.info.locks
+    if batch:
+        raw = [("jobs", _array(bodies))]
+        if locked:
+            raw.append(("tokens", pack([locks[j.id] for j in jobs])))
+        return Spliced({"ok": True}, raw)
+    if not jobs:
+        return {"ok": True, "job": None, "token": None} if locked else {"ok": True, "job": None}
+    raw = [("job", bodies[0])]
+    if locked:
+        raw.append(("token", pack(locks[jobs[0].id])))
+    return Spliced({"ok": True}, raw)
+
+
+def _array(bodies: list) -> bytes:
+    n = len(bodies)
+    head = bytes((0x90 | n,)) if n < 16 else b"\xdc" + n.to_bytes(2, "big")
+    return head + b"".join(bodies)
+
+
+def _pull(sess, cmd: dict, batch: bool):
+    msg, args = _pull_args(cmd, batch)
+    if msg:
+        return err(msg)
+    queue, ttl = args
+    locked = bool(cmd.get("owner"))
+    count = int(cmd.get("count") or 1) if batch else 1
+    timeout = cmd.get("timeout")
+    e = sess.engine
+    owner = sess.owner
+    owner.ttr_ms = ttl
+    jobs = e.reserve_many(owner, queue, count)
+    if jobs or not timeout:
+        return _pull_reply(sess, jobs, locked, batch)
+    rid = sess.rid
+    w_owner = sess.wait_owner(ttl)
+
+    def cancel():
+        e.cancel_wait(w_owner)
+
+    def done(result):
+        sess.waits.discard(cancel)
+        if sess.closed:
+            return
+        got = [] if result is TIMED_OUT else [result]
+        if got and batch and count > 1:
+            got += e.reserve_many(w_owner, queue, count - 1)
+        sess.later(rid, _pull_reply(sess, got, locked, batch))
+
+    w = e.reserve(w_owner, [queue], int(timeout), done)
+    if w.__class__ is not Waiter:
+        return _pull_reply(sess, [] if w is TIMED_OUT else [w], locked, batch)
+    sess.waits.add(cancel)
+    return PENDING
+
+
+@command("PULL")
+def pull(sess, cmd: dict):
+    return _pull(sess, cmd, False)
+
+
+@command("PULLB")
+def pull_batch(sess, cmd: dict):
+    return _pull(sess, cmd, True)
+
+
+# ------------------------------------------------------------ ack / fail
+def _active(sess, id, token):
+    """The active job `id` whose lock `token` matches; else an error reply dict."""
+    e = sess.engine
+    sid = str(id) if id is not None else "undefined"
+    job = e.find_uid(sid) if id.__class__ is str else None
+    if job is None or job.state is not RESERVED:
+        return err(f"Job not found or not in processing state: {sid}")
+    lock = sess.info.locks.get(job.id)
+    if lock is not None:
+        if token is None:
+            return err(f"Lock token required for job {sid}")
+        if token != lock:
+            return err(f"Invalid or expired lock token for job {sid}")
+    elif token is not None:
+        return err(f"Invalid or expired lock token for job {sid}")
+    return job
+
+
+def _ack(sess, job, result, remove) -> None:
+    e = sess.engine
+    now = _now(sess)
+    sess.info.locks.pop(job.id, None)
+    ext = job.ext
+    if ext is None:
+        ext = job.ext = {}
+    ext["completedAt"] = now
+    ext["progress"] = 100
+    ext["resultFmt"] = 1
+    e.complete(job, b"" if result is None else pack(result), "bunqueue")
+    sess.info.total_completed += 1
+    if remove or ext.get("removeOnComplete"):
+        e.delete(None, job.id, "bunqueue", force=True, event="remove")
+    if sess.info.subscribers:
+        sess.info.publish("completed", job.queue, e.uid_of(job), now)
+
+
+@command("ACK", mutating=True)
+def ack(sess, cmd: dict):
+    job = _active(sess, cmd.get("id"), cmd.get("token"))
+    if job.__class__ is dict:
+        return job
+    _ack(sess, job, cmd.get("result"), cmd.get("removeOnComplete") is True)
+    return ok_empty()
+
+
+@command("ACKB", mutating=True)
+def ack_batch(sess, cmd: dict):
+    ids = cmd.get("ids")
+    if ids.__class__ is not list:
+        return err("ids must be an array")
+    tokens = cmd.get("tokens")
+    results = cmd.get("results")
+    if tokens is not None and len(tokens) != len(ids):
+        return err("ACKB tokens length must match ids length")
+    if results is not None and len(results) != len(ids):
+        return err("ACKB results length must match ids length")
+    jobs = []
+    for i, id in enumerate(ids):   # check every job first: all or nothing
+        job = _active(sess, id, tokens[i] if tokens else None)
+        if job.__class__ is dict:
+            return job
+        jobs.append(job)
+    for i, job in enumerate(jobs):
+        _ack(sess, job, results[i] if results else None, False)
+    return ok_empty()
+
+
+def backoff_ms(job, attempts: int) -> int:
+    """The reference's retry delay: base * 2^attempts * jitter(0.5..1.5), at most an hour; a
+    fixed backoff is base * jitter(0.8..1.2)."""
+    ext = job.ext or {}
+    cfg = ext.get("backoffConfig")
+    if cfg and cfg.get("type") == "fixed":
+        d = (cfg.get("delay") or 0) * (0.8 + random.random() * 0.4)
+    else:
+        base = ext.get("backoff", DEFAULT_BACKOFF_MS) if not cfg else (cfg.get("delay") or 0)
+        d = base * (2 ** attempts) * (0.5 + random.random())
+    return int(min(d, MAX_BACKOFF_MS))
+
+
+@command("FAIL", mutating=True)
+def fail(sess, cmd: dict):
+    job = _active(sess, cmd.get("id"), cmd.get("token"))
+    if job.__class__ is dict:
+        return job
+    e = sess.engine
+    now = _now(sess)
+    error = cmd.get("error")
+    error = "" if error is None else str(error)
+    sess.info.locks.pop(job.id, None)
+    ext = job.ext
+    if ext is None:
+        ext = job.ext = {}
+    stack = cmd.get("stack")
+    if stack.__class__ is list:
+        lines = [s.strip() for s in stack if s.__class__ is str and s.strip()][:10]
+        ext["stacktrace"] = lines or None
+    ext["failedReason"] = error
+    tl = ext.setdefault("timeline", [])
+    if ext.get("startedAt") is not None:
+        tl.append({"state": "active", "timestamp": float(ext["startedAt"])})
+    tl.append({"state": "failed", "timestamp": float(now), "error": error,
+               "attempt": job.fails + 1})
+    if cmd.get("unrecoverable") is True:
+        job.fails += 1
+        e.dead_letter(job, error.encode(), "bunqueue", "fail")
+    else:
+        e.fail(job, error.encode(), "bunqueue", backoff_ms(job, job.fails + 1))
+        if job.result is None:   # retried
+            tl.append({"state": "waiting", "timestamp": float(now), "attempt": job.fails + 1})
+            ext["runAt"] = now + (job.ready_at - e.clock.monotonic_ms()
+                                  if job.state is DELAYED else 0)
+            ext.pop("startedAt", None)
+    del tl[:-18]
+    if job.result is not None:
+        sess.info.total_failed += 1
+        if ext.get("removeOnFail"):
+            e.delete(None, job.id, "bunqueue", force=True, event="remove")
+    e._mark(job)
+    if sess.info.subscribers:
+        sess.info.publish("failed", job.queue, e.uid_of(job), now)
+    return ok_empty()
+
+
+# ------------------------------------------------------------- lock upkeep
+def _renew(sess, id, token, ttl: int = 0) -> bool:
+    e = sess.engine
+    job = e.find_uid(id) if id.__class__ is str else None
+    if job is None or job.state is not RESERVED:
+        return False
+    lock = sess.info.locks.get(job.id)
+    if lock is not None and token is not None and token != lock:
+        return False
+    if job.ext is None:
+        job.ext = {}
+    job.ext["lastHeartbeat"] = _now(sess)
+    return e.touch_job(job, ttl)
+
+
+@command("JobHeartbeat")
+def job_heartbeat(sess, cmd: dict):
+    ok = _renew(sess, cmd.get("id"), cmd.get("token"))
+    return {"ok": True, "data": {"ok": ok}}
+
+
+@command("JobHeartbeatB")
+def job_heartbeat_batch(sess, cmd: dict):
+    ids = cmd.get("ids") or []
+    tokens = cmd.get("tokens")
+    n = 0
+    for i, id in enumerate(ids):
+        if _renew(sess, id, tokens[i] if tokens and i < len(tokens) else None):
+            n += 1
+    return {"ok": True, "data": {"ok": True, "count": n}}
+
+
+@command("ExtendLock")
+def extend_lock(sess, cmd: dict):
+    d = cmd.get("duration")
+    ttl = int(d) if d.__class__ in (int, float) and d > 0 else 0
+    if not _renew(sess, cmd.get("id"), cmd.get("token"), ttl):
+        return err(f"Invalid or expired lock token for job {cmd.get('id')}")
+    return ok_empty()
+
+
+__all__ = ["UNDEFINED"]

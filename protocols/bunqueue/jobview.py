@@ -1,0 +1,198 @@
+"""The bunqueue view of canonical jobs: ids, states and the Job object (bunqueue-golden.json,
+"GetJob" and "PULL" steps: field names, order and MessagePack types as bunqueue 2.9.5 sends them).
+
+Mapping (docs/mapping.md): id = the job's uid (a UUIDv7 we generate, the client's jobId, a workq
+UUID, or the derived uid of a beanstalk job); priority = -rank, clamped to +-1,000,000 for jobs
+of other dialects; attempts = explicit failures (`fails`), maxAttempts = `max_fails`;
+stallCount = TTR expiries (`timeouts`); state: ready -> waiting (priority <= 0) or prioritized,
+delayed -> delayed (or waiting-children while dependencies are unmet), reserved -> active,
+completed -> completed, buried -> failed (the DLQ). Times are wall-clock ms, sent as float64.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+from core.model import BURIED, COMPLETED, DELAYED, READY, RESERVED, Job
+
+from .codec import UNDEFINED, map_header, map_body, num, pack_value
+
+PRIORITY_MAX = 1_000_000
+DEFAULT_MAX_ATTEMPTS = 3
+DEFAULT_BACKOFF_MS = 1000
+#: bunqueue keeps at most this many timeline entries per job (domain constant).
+MAX_TIMELINE = 20
+
+_last_ms = 0
+_seq = 0
+_rand = int.from_bytes(os.urandom(8), "big")
+
+
+def new_id(now_ms: int | None = None) -> str:
+    """A UUIDv7 string (RFC 9562): 48-bit ms timestamp, version 7, a 12-bit counter that keeps
+    ids of one ms ordered, variant 10 and 62 bits that are random per process + a sequence."""
+    global _last_ms, _seq, _rand
+    ms = int(time.time() * 1000) if now_ms is None else now_ms
+    if ms > _last_ms:
+        _last_ms = ms
+        _seq = int.from_bytes(os.urandom(1), "big")   # random start, as msgpackr's peers do
+    else:
+        ms = _last_ms
+        _seq += 1
+        if _seq > 0xFFF:
+            _last_ms += 1
+            ms = _last_ms
+            _seq = 0
+    _rand = (_rand + 0x9E3779B97F4A7C15) & 0x3FFFFFFFFFFFFFFF
+    return "%08x-%04x-7%03x-%04x-%012x" % (
+        ms >> 16, ms & 0xFFFF, _seq, 0x8000 | (_rand >> 48), _rand & 0xFFFFFFFFFFFF)
+
+
+def bq_priority(job: Job) -> int:
+    """The bunqueue priority of a job (higher first): -rank, clamped for other dialects."""
+    p = -job.priority
+    if p > PRIORITY_MAX:
+        return PRIORITY_MAX
+    if p < -PRIORITY_MAX:
+        return -PRIORITY_MAX
+    return p
+
+
+def state_name(engine, job: Job) -> str:
+    """GetState's name for `job` (see the module docstring)."""
+    s = job.state
+    if s is READY:
+        return "prioritized" if job.priority < 0 else "waiting"
+    if s is RESERVED:
+        return "active"
+    if s is DELAYED:
+        return "waiting-children" if engine.blocked(job) else "delayed"
+    if s is COMPLETED:
+        return "completed"
+    if s is BURIED:
+        return "failed"
+    return "unknown"
+
+
+def run_at(engine, job: Job) -> int:
+    """Wall ms at which the job is (or was) due."""
+    if job.state is DELAYED and not engine.blocked(job):
+        return engine.clock.wall_ms() + (job.ready_at - engine.clock.monotonic_ms())
+    ext = job.ext
+    if ext is not None and "runAt" in ext:
+        return ext["runAt"]
+    return job.created_ms + job.delay_ms
+
+
+def _timeline(engine, job: Job, ext: dict, created: float) -> list:
+    first = "delayed" if job.delay_ms else ("prioritized" if job.priority < 0 else "waiting")
+    tl = [{"state": first, "timestamp": created}]
+    tl.extend(ext.get("timeline", ()))
+    started = ext.get("startedAt")
+    if job.state is RESERVED and started is not None:
+        tl.append({"state": "active", "timestamp": float(started)})
+    elif job.state is COMPLETED and ext.get("completedAt") is not None:
+        if started is not None:
+            tl.append({"state": "active", "timestamp": float(started)})
+        tl.append({"state": "completed", "timestamp": float(ext["completedAt"])})
+    return tl[-MAX_TIMELINE:]
+
+
+_EMPTY: dict = {}
+
+
+def job_body(engine, job: Job, full: bool = False) -> bytes:
+    """The packed Job object of `job` (47 fields; `full`: plus state, returnvalue and
+    failedReason, as GetJob sends). The payload is spliced in as stored, not re-encoded."""
+    ext = job.ext if job.ext is not None else _EMPTY
+    created = float(job.created_ms)
+    bunq = job.dialect == "bunqueue"
+    started = ext.get("startedAt")
+    done = ext.get("completedAt")
+    ttl = job.ttl_ms
+    timeout = ext.get("timeout")
+    head = {"id": engine.uid_of(job), "queue": job.queue, "name": ext.get("name", "default")}
+    tail = {
+        "createdAt": created,
+        "runAt": float(run_at(engine, job)),
+        "startedAt": None if started is None else float(started),
+        "completedAt": None if done is None else float(done),
+        "attempts": job.fails,
+        "backoff": ext.get("backoff", DEFAULT_BACKOFF_MS),
+        "backoffConfig": ext.get("backoffConfig"),
+        "dependsOn": ext.get("dependsOn", []),
+        "childrenIds": [],
+        "childrenCompleted": 0,
+        "tags": ext.get("tags", []),
+        "progress": ext.get("progress", 0),
+        "progressMessage": ext.get("progressMessage"),
+        "stacktrace": ext.get("stacktrace"),
+        "repeat": ext.get("repeat"),
+        "durable": ext.get("durable", False),
+        "lastHeartbeat": float(ext.get("lastHeartbeat", started or job.created_ms)),
+        "stallCount": job.timeouts,
+        "priority": bq_priority(job),
+        "lifo": ext.get("lifo", False),
+        "maxAttempts": job.max_fails if bunq else max(job.max_fails, 1),
+        "removeOnComplete": ext.get("removeOnComplete", False),
+        "removeOnFail": ext.get("removeOnFail", False),
+        "ttl": num(ttl) if ttl else None,
+        "timeout": None if timeout is None else num(timeout),
+        "uniqueKey": ext.get("uniqueKey"),
+        "customId": ext.get("customId"),
+        "parentId": None,
+        "groupId": ext.get("groupId"),
+        "stallTimeout": None,
+        "stackTraceLimit": 10,
+        "keepLogs": None,
+        "sizeLimit": None,
+        "failParentOnFailure": False,
+        "removeDependencyOnFailure": False,
+        "continueParentOnFailure": False,
+        "ignoreDependencyOnFailure": False,
+        "deduplicationTtl": None,
+        "deduplicationExtend": False,
+        "deduplicationReplace": False,
+        "debounceId": None,
+        "debounceTtl": None,
+        "timeline": _timeline(engine, job, ext, created),
+    }
+    if full:
+        tail["state"] = state_name(engine, job)
+        tail["returnvalue"] = UNDEFINED
+        tail["failedReason"] = UNDEFINED
+        if job.result is not None:
+            if job.result_ok:
+                tail["returnvalue"] = result_value_marker
+            else:
+                tail["failedReason"] = ext.get("failedReason") or job.result.decode(
+                    "utf-8", "replace")
+    n = 4 + len(tail)
+    parts = [map_header(n), map_body(head), b"\xa4data", pack_value(job.payload, job.fmt)]
+    if full and tail["returnvalue"] is result_value_marker:
+        del tail["returnvalue"]
+        parts.append(map_body(tail))
+        parts.append(b"\xabreturnvalue")
+        parts.append(result_body(job))
+    else:
+        parts.append(map_body(tail))
+    return b"".join(parts)
+
+
+class _Marker:
+    __slots__ = ()
+
+
+result_value_marker = _Marker()
+
+
+def result_body(job: Job) -> bytes:
+    """The packed result of a finished job: its ACK value (stored as MessagePack) or, for a
+    result from another dialect, its bytes as str/bin; nil when there is none."""
+    if job.result is None:
+        return b"\xc0"
+    ext = job.ext
+    fmt = 1 if ext is not None and ext.get("resultFmt") == 1 else 0
+    if fmt == 1 and not job.result:
+        return b"\xc0"
+    return pack_value(job.result, fmt)

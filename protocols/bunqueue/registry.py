@@ -1,0 +1,51 @@
+"""The bunqueue command table: handler modules register with `@command(name)`.
+
+A handler is `fn(sess, cmd) -> reply`, where reply is a dict of reply fields (with "ok"),
+a `Spliced` reply carrying already-packed values (jobs), or PENDING when it will answer later
+through `sess.later(...)`. `mutating=True` marks commands whose reply waits for the commit.
+"""
+from __future__ import annotations
+
+from .codec import UNDEFINED
+
+HANDLERS: dict = {}
+MUTATING: set = set()
+
+
+class Spliced:
+    """A reply whose `raw` (key, packed bytes) pairs follow the fields of `head`."""
+
+    __slots__ = ("head", "raw")
+
+    def __init__(self, head: dict, raw: list) -> None:
+        self.head = head
+        self.raw = raw
+
+
+class _Pending:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "PENDING"
+
+
+PENDING = _Pending()
+
+#: The reply of commands that answer only "ok" (the reference adds `id: undefined`).
+def ok_empty() -> dict:
+    return {"ok": True, "id": UNDEFINED}
+
+
+def err(msg: str) -> dict:
+    """An error reply: {ok: false, error: msg}."""
+    return {"ok": False, "error": msg}
+
+
+def command(name: str, mutating: bool = False):
+    """Register the decorated function as the handler of command `name`."""
+    def deco(fn):
+        HANDLERS[name] = fn
+        if mutating:
+            MUTATING.add(name)
+        return fn
+    return deco
