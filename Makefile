@@ -15,8 +15,13 @@ $(VENV)/.installed: pyproject.toml
 serve: $(VENV)/.installed
 	$(VENV)/bin/jobgate serve
 
-## deps: system packages the test suite compares against (Debian's beanstalkd), when root
+## deps: what the test suite compares against: Debian's beanstalkd (when root), and the real
+## bunqueue client and server from npm (Bun 1.4.5 + bunqueue 2.9.5, pinned in tests/bunqueue_client)
 deps:
+	@if command -v npm >/dev/null 2>&1; then \
+	  test -x tests/bunqueue_client/node_modules/.bin/bun || \
+	  (cd tests/bunqueue_client && npm install --no-audit --no-fund --loglevel=error); \
+	else echo "note: npm not found; the real bunqueue client tests will skip"; fi
 	@command -v beanstalkd >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq beanstalkd >/dev/null; \

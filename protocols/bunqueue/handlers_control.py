@@ -115,7 +115,8 @@ def discard(sess, cmd: dict):
     sess.info.locks.pop(job.id, None)
     if not sess.engine.dead_letter(job, b"discarded", "bunqueue"):
         return _not_found(cmd.get("id"))
-    sess.engine.update_ext(job, failedReason="discarded")
+    sess.engine.update_ext(job, failedReason="discarded", dlqReason="explicit_fail",
+                           dlqAt=_now(sess))
     return ok_empty()
 
 
@@ -124,7 +125,7 @@ def discard(sess, cmd: dict):
 def pause(sess, cmd: dict):
     e = sess.engine
     name = queue_name(cmd.get("queue"))
-    e.queue(name)
+    e.queue(name).keep = True   # an empty paused queue stays (and stays paused)
     e.pause(name, PAUSE_FOREVER_MS)
     return ok_empty()
 
@@ -134,7 +135,9 @@ def resume(sess, cmd: dict):
     e = sess.engine
     name = queue_name(cmd.get("queue"))
     if name in e.queues:
+        e.queues[name].keep = False
         e.pause(name, 0)
+        e._gc(e.queues[name])
     return ok_empty()
 
 
@@ -208,7 +211,8 @@ def retry_dlq(sess, cmd: dict):
         e.requeue(j, 0, "retry", "bunqueue")
         e.update_ext(j, runAt=_now(sess))
         if j.ext is not None:
-            for k in ("failedReason", "stacktrace", "startedAt", "timeline"):
+            for k in ("failedReason", "stacktrace", "startedAt", "timeline", "dlqReason",
+                      "dlqAt"):
                 j.ext.pop(k, None)
     return {"ok": True, "count": len(jobs)}
 

@@ -25,11 +25,34 @@ def _now(sess) -> int:
 
 
 # ------------------------------------------------------------------- push
-def _push_one(sess, queue: str, opts: dict, prefix: str = ""):
-    """Validate and create one job; returns its id str, or an error reply dict."""
+#: Option keys that need no check and no lookup (the real client's plain `add`).
+_PLAIN = frozenset(("data", "name", "removeOnComplete", "removeOnFail", "cmd", "queue",
+                    "reqId", "durable"))
+
+
+def _push_one(sess, queue: str, opts: dict, prefix: str = "", checked: bool = False):
+    """Validate (unless `checked`) and create one job; returns its id str, or an error reply
+    dict."""
     e = sess.engine
     data = opts.get("data")
-    msg = data_error(data) or options_error(opts)
+    if opts.keys() <= _PLAIN:   # fast path: nothing to validate but the data, no lookups
+        if data.__class__ is str:
+            payload, fmt = data.encode("utf-8"), 0
+        else:
+            if not checked and data_error(data):
+                return err(prefix + "Job data must be JSON serializable")
+            payload, fmt = pack(data), 1
+        if len(payload) > 10 * 1024 * 1024:
+            return err(prefix + "Job data too large (max 10MB)")
+        uid = new_id()
+        name = opts.get("name")
+        ext = None
+        if (name is not None and name != "default") or len(opts) > 2:
+            ext = build_ext(opts, None, ())
+        e.put(queue, payload, 0, 0, DEFAULT_LOCK_TTL_MS, "bunqueue", uid,
+              max_fails=DEFAULT_MAX_ATTEMPTS, event="push", ext=ext, fmt=fmt)
+        return uid
+    msg = None if checked else (data_error(data) or options_error(opts))
     if msg:
         return err(prefix + msg)
     custom = opts.get("jobId")
@@ -67,7 +90,6 @@ def _push_one(sess, queue: str, opts: dict, prefix: str = ""):
           ttl_ms=int(ttl) if ttl else 0, expire_ms=int(ttl) if ttl else 0,
           max_fails=int(ma) if ma else DEFAULT_MAX_ATTEMPTS, event="push",
           ext=build_ext(opts, custom, unmet), fmt=fmt)
-    sess.info.total_pushed += 1
     return uid
 
 
@@ -80,6 +102,7 @@ def push(sess, cmd: dict):
     r = _push_one(sess, queue_name(q), cmd)
     if r.__class__ is dict:
         return r
+    sess.info.total_pushed += 1
     sess.info.publish("waiting", queue_name(q), r, _now(sess))
     return {"ok": True, "id": r}
 
@@ -101,8 +124,9 @@ def push_batch(sess, cmd: dict):
         if msg:
             return err(f"jobs[{i}]: {msg}")
     ids = []
+    sess.info.total_pushed += len(jobs)
     for i, opts in enumerate(jobs):
-        r = _push_one(sess, queue, opts, f"jobs[{i}]: ")
+        r = _push_one(sess, queue, opts, f"jobs[{i}]: ", True)
         if r.__class__ is dict:
             return r   # a dependency error: jobs before it stay, as in the reference
         ids.append(r)
@@ -325,6 +349,7 @@ def fail(sess, cmd: dict):
                "attempt": job.fails + 1})
     if cmd.get("unrecoverable") is True:
         job.fails += 1
+        ext["dlqReason"] = "explicit_fail"
         e.dead_letter(job, error.encode(), "bunqueue", "fail")
     else:
         e.fail(job, error.encode(), "bunqueue", backoff_ms(job, job.fails + 1))
@@ -335,6 +360,8 @@ def fail(sess, cmd: dict):
             ext.pop("startedAt", None)
     del tl[:-18]
     if job.result is not None:
+        ext.setdefault("dlqReason", "max_attempts_exceeded")
+        ext["dlqAt"] = now
         sess.info.total_failed += 1
         if ext.get("removeOnFail"):
             e.delete(None, job.id, "bunqueue", force=True, event="remove")

@@ -10,7 +10,7 @@ import time
 
 from core.model import BURIED, COMPLETED, DELAYED, READY, RESERVED, TIMED_OUT
 
-from .codec import UNDEFINED, num
+from .codec import UNDEFINED, num, splice_map
 from .jobview import bq_priority, job_body, result_body, state_name
 from .options import queue_name
 from .registry import PENDING, Spliced, command, err
@@ -31,12 +31,15 @@ def _jobs_of(sess, queue: str):
     return sorted((j for j in sess.engine.jobs.values() if j.queue == queue), key=lambda j: j.id)
 
 
-def job_list(sess, jobs) -> Spliced:
-    bodies = [job_body(sess.engine, j) for j in jobs]
-    n = len(bodies)
+def _array(items: list) -> bytes:
+    n = len(items)
     head = bytes((0x90 | n,)) if n < 16 else (b"\xdc" + n.to_bytes(2, "big") if n < 0x10000
                                               else b"\xdd" + n.to_bytes(4, "big"))
-    return Spliced({"ok": True}, [("jobs", head + b"".join(bodies))])
+    return head + b"".join(items)
+
+
+def job_list(sess, jobs) -> Spliced:
+    return Spliced({"ok": True}, [("jobs", _array([job_body(sess.engine, j) for j in jobs]))])
 
 
 @command("GetJob")
@@ -141,8 +144,10 @@ def get_job_counts(sess, cmd: dict):
 
 @command("Count")
 def count(sess, cmd: dict):
+    """The queue's size as the reference counts it: waiting + prioritized + delayed jobs (the
+    spec's text says "all states"; the client's count() means jobs still to run)."""
     q = sess.engine.queues.get(queue_name(cmd.get("queue")))
-    n = 0 if q is None else q.n_ready + q.n_delayed + q.n_reserved + len(q.buried) + q.n_done
+    n = 0 if q is None else q.n_ready + q.n_delayed
     return {"ok": True, "count": n}
 
 
@@ -179,14 +184,68 @@ def get_jobs(sess, cmd: dict):
     return job_list(sess, jobs[offset:offset + limit])
 
 
+def _dlq_reason(job) -> str:
+    ext = job.ext or {}
+    return ext.get("dlqReason") or ("max_attempts_exceeded" if job.result is not None
+                                    else "unknown")
+
+
+def _dlq_entry(sess, job) -> dict:
+    ext = job.ext or {}
+    at = float(ext.get("dlqAt") or ext.get("completedAt") or job.created_ms)
+    reason = _dlq_reason(job)
+    attempts = []
+    started = float(job.created_ms)
+    for t in ext.get("timeline", ()):   # failures kept by FAIL, with the active entry before
+        if t["state"] == "active":
+            started = t["timestamp"]
+        elif t["state"] == "failed":
+            attempts.append({"attempt": t.get("attempt", len(attempts) + 1),
+                             "startedAt": started, "failedAt": t["timestamp"],
+                             "reason": "explicit_fail", "error": t.get("error"),
+                             "duration": t["timestamp"] - started})
+    if attempts:
+        attempts[-1]["reason"] = reason
+    return {"enteredAt": at, "reason": reason,
+            "error": ext.get("failedReason"), "attempts": attempts, "retryCount": 0,
+            "lastRetryAt": None, "nextRetryAt": None, "expiresAt": None}
+
+
 @command("Dlq")
 def dlq(sess, cmd: dict):
+    """DLQ jobs of the queue: `jobs` and the reference's `entries` ({job, enteredAt, reason,
+    error, attempts, retryCount, ...}) that the client's getDlq() reads."""
     q = sess.engine.queues.get(queue_name(cmd.get("queue")))
     jobs = [] if q is None else list(q.buried.values())
     n = cmd.get("count")
-    if n.__class__ is int and n >= 0:
-        jobs = jobs[:n]
-    return job_list(sess, jobs)
+    if n.__class__ in (int, float) and n >= 0:
+        jobs = jobs[:int(n)]
+    bodies = [job_body(sess.engine, j) for j in jobs]
+    entries = []
+    for j, b in zip(jobs, bodies):
+        entries.append(splice_map({}, [("job", b)], _dlq_entry(sess, j)))
+    return Spliced({"ok": True}, [("jobs", _array(bodies)), ("entries", _array(entries))])
+
+
+@command("GetDlqStats")
+def get_dlq_stats(sess, cmd: dict):
+    e = sess.engine
+    name = cmd.get("queue")
+    qs = [e.queues[queue_name(name)]] if name is not None and queue_name(name) in e.queues \
+        else ([] if name is not None else list(e.queues.values()))
+    by_reason = dict.fromkeys(("explicit_fail", "max_attempts_exceeded", "timeout", "stalled",
+                               "ttl_expired", "worker_lost", "unknown"), 0)
+    by_queue: dict = {}
+    times = []
+    for q in qs:
+        for j in q.buried.values():
+            by_reason[_dlq_reason(j)] = by_reason.get(_dlq_reason(j), 0) + 1
+            by_queue[q.name] = by_queue.get(q.name, 0) + 1
+            times.append(_dlq_entry(sess, j)["enteredAt"])
+    return {"ok": True, "data": {"stats": {
+        "total": len(times), "byReason": by_reason, "byQueue": by_queue, "pendingRetry": 0,
+        "expired": 0, "oldestEntry": min(times) if times else None,
+        "newestEntry": max(times) if times else None}}}
 
 
 @command("ListQueues")

@@ -96,8 +96,15 @@ def backoff_error(value) -> str | None:
     return number_error(value, "backoff", 0, DAY_MS)
 
 
+_NO_OPTIONS = frozenset(("data", "name", "removeOnComplete", "removeOnFail", "cmd", "queue",
+                         "reqId", "durable", "tags", "jobId", "customId", "uniqueKey",
+                         "dependsOn", "lifo", "repeat"))
+
+
 def options_error(opts: dict) -> str | None:
     """validateJobOptions (and groupId), in the reference's order."""
+    if opts.keys() <= _NO_OPTIONS:
+        return None
     g = opts.get("groupId")
     if g is not None:
         if g.__class__ is not str:
