@@ -34,6 +34,7 @@ def test_golden_raw_frames_get_the_reference_error(step):
     assert len(bodies) == 1
     got = decode_command(bodies[0])
     assert got == step["response"]["error"]
+    assert step["response"]["reqId"] == {"$undefined": "fixext1 type0 (d4 00 00)"}
 
 
 def test_golden_oversized_header_is_refused_with_the_reference_text():
@@ -77,8 +78,8 @@ def test_several_frames_in_one_read_and_an_empty_frame():
     (b"\xc1", "Invalid command"),                                  # never-used byte
     (pack("hello"), "Invalid command"),                            # not a map
     (pack([1, 2, 3]), "Invalid command"),
-    (pack({"foo": 1}), "Invalid command"),                         # no cmd
-    (pack({"cmd": 5}), "Invalid command"),                         # cmd not a string
+    (pack({"foo": 1}), ("Invalid command", UNDEFINED)),            # no cmd
+    (pack({"cmd": 5, "reqId": "r"}), ("Invalid command", "r")),    # cmd not a string
     (b'{"cmd":"Ping"}', "Invalid command format"),                 # JSON, not MessagePack
     (bytes.fromhex("82a3636d64"), "Invalid command format"),       # truncated map
     (pack({"cmd": "Ping"}) + b"\x00", "Invalid command format"),   # trailing bytes
@@ -149,7 +150,7 @@ def test_fuzz_random_bytes_never_crash_and_the_buffer_stays_bounded(data):
             assert r.closed
             break
         res = decode_command(item)
-        assert isinstance(res, (str, dict))
+        assert isinstance(res, (str, tuple, dict))
     assert r.buffered() <= 4096 + 4
 
 
@@ -178,4 +179,5 @@ def test_fuzz_frames_decode_the_same_however_the_stream_is_split(cmds, cuts):
 @given(st.binary(max_size=512))
 def test_fuzz_decoder_on_random_bodies_returns_a_command_or_an_error_string(body):
     res = decode_command(body)
-    assert isinstance(res, str) or (isinstance(res, dict) and isinstance(res["cmd"], str))
+    assert isinstance(res, (str, tuple)) or (isinstance(res, dict)
+                                             and isinstance(res["cmd"], str))

@@ -97,8 +97,9 @@ class FrameReader:
 
 def decode_command(body: bytes):
     """A frame body as a command dict, or the reference's error string for it: an empty or
-    undecodable body is "Invalid command format"; a value that is not a map with a string `cmd`
-    is "Invalid command". Map keys may be any type; ext 0 decodes as None."""
+    undecodable body is "Invalid command format"; a value that is not a map is
+    "Invalid command"; a map without a string `cmd` is ("Invalid command", its reqId) (the
+    reference echoes it). Map keys may be any type; ext 0 decodes as None."""
     if not body:
         return "Invalid command format"
     try:
@@ -107,8 +108,11 @@ def decode_command(body: bytes):
         return "Invalid command"   # e.g. 0xc1: msgpackr reads it, as a non-map value
     except (ValueError, msgpack.ExtraData, msgpack.StackError, TypeError):
         return "Invalid command format"
-    if obj.__class__ is not dict or obj.get("cmd").__class__ is not str:
+    if obj.__class__ is not dict:
         return "Invalid command"
+    if obj.get("cmd").__class__ is not str:
+        rid = obj.get("reqId")
+        return ("Invalid command", UNDEFINED if rid is None else rid)
     return obj
 
 

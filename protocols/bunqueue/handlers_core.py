@@ -51,6 +51,7 @@ def _push_one(sess, queue: str, opts: dict, prefix: str = "", checked: bool = Fa
             ext = build_ext(opts, None, ())
         e.put(queue, payload, 0, 0, DEFAULT_LOCK_TTL_MS, "bunqueue", uid,
               max_fails=DEFAULT_MAX_ATTEMPTS, event="push", ext=ext, fmt=fmt)
+        sess.info.total_pushed += 1
         return uid
     msg = None if checked else (data_error(data) or options_error(opts))
     if msg:
@@ -90,6 +91,7 @@ def _push_one(sess, queue: str, opts: dict, prefix: str = "", checked: bool = Fa
           ttl_ms=int(ttl) if ttl else 0, expire_ms=int(ttl) if ttl else 0,
           max_fails=int(ma) if ma else DEFAULT_MAX_ATTEMPTS, event="push",
           ext=build_ext(opts, custom, unmet), fmt=fmt)
+    sess.info.total_pushed += 1
     return uid
 
 
@@ -102,7 +104,6 @@ def push(sess, cmd: dict):
     r = _push_one(sess, queue_name(q), cmd)
     if r.__class__ is dict:
         return r
-    sess.info.total_pushed += 1
     sess.info.publish("waiting", queue_name(q), r, _now(sess))
     return {"ok": True, "id": r}
 
@@ -124,7 +125,6 @@ def push_batch(sess, cmd: dict):
         if msg:
             return err(f"jobs[{i}]: {msg}")
     ids = []
-    sess.info.total_pushed += len(jobs)
     for i, opts in enumerate(jobs):
         r = _push_one(sess, queue, opts, f"jobs[{i}]: ", True)
         if r.__class__ is dict:

@@ -55,7 +55,7 @@ def get_job_by_custom_id(sess, cmd: dict):
     job = find(sess, cmd.get("customId"))
     if job is None:
         return err("Job not found")
-    return Spliced({"ok": True}, [("job", job_body(sess.engine, job))])
+    return Spliced({"ok": True}, [("job", job_body(sess.engine, job, outcome=True))])
 
 
 @command("GetState")
@@ -184,6 +184,11 @@ def get_jobs(sess, cmd: dict):
     return job_list(sess, jobs[offset:offset + limit])
 
 
+#: How long the reference keeps a DLQ entry (its default maxAge, 7 days; reported only: jobgate
+#: keeps failed jobs until they are retried, purged or their TTL ends).
+DLQ_MAX_AGE_MS = 7 * 86_400_000
+
+
 def _dlq_reason(job) -> str:
     ext = job.ext or {}
     return ext.get("dlqReason") or ("max_attempts_exceeded" if job.result is not None
@@ -203,12 +208,12 @@ def _dlq_entry(sess, job) -> dict:
             attempts.append({"attempt": t.get("attempt", len(attempts) + 1),
                              "startedAt": started, "failedAt": t["timestamp"],
                              "reason": "explicit_fail", "error": t.get("error"),
-                             "duration": t["timestamp"] - started})
+                             "duration": num(int(t["timestamp"] - started))})
     if attempts:
         attempts[-1]["reason"] = reason
     return {"enteredAt": at, "reason": reason,
             "error": ext.get("failedReason"), "attempts": attempts, "retryCount": 0,
-            "lastRetryAt": None, "nextRetryAt": None, "expiresAt": None}
+            "lastRetryAt": None, "nextRetryAt": None, "expiresAt": at + DLQ_MAX_AGE_MS}
 
 
 @command("Dlq")
@@ -250,7 +255,9 @@ def get_dlq_stats(sess, cmd: dict):
 
 @command("ListQueues")
 def list_queues(sess, cmd: dict):
-    return {"ok": True, "queues": list(sess.engine.queue_order)}
+    e = sess.engine
+    return {"ok": True, "queues": [n for n in e.queue_order
+                                   if not (n in e.pinned and e.queues[n].is_empty())]}
 
 
 @command("IsPaused")

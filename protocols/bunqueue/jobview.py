@@ -101,9 +101,10 @@ def _timeline(engine, job: Job, ext: dict, created: float) -> list:
 _EMPTY: dict = {}
 
 
-def job_body(engine, job: Job, full: bool = False) -> bytes:
-    """The packed Job object of `job` (47 fields; `full`: plus state, returnvalue and
-    failedReason, as GetJob sends). The payload is spliced in as stored, not re-encoded."""
+def job_body(engine, job: Job, full: bool = False, outcome: bool = False) -> bytes:
+    """The packed Job object of `job` (47 fields; `outcome`: plus returnvalue and failedReason,
+    as GetJobByCustomId sends; `full`: plus state too, as GetJob sends). The payload is spliced
+    in as stored, not re-encoded."""
     ext = job.ext if job.ext is not None else _EMPTY
     created = float(job.created_ms)
     bunq = job.dialect == "bunqueue"
@@ -157,19 +158,20 @@ def job_body(engine, job: Job, full: bool = False) -> bytes:
         "debounceTtl": None,
         "timeline": _timeline(engine, job, ext, created),
     }
-    if full:
-        tail["state"] = state_name(engine, job)
+    if full or outcome:
+        if full:
+            tail["state"] = state_name(engine, job)
         tail["returnvalue"] = UNDEFINED
         tail["failedReason"] = UNDEFINED
-        if job.result is not None:
-            if job.result_ok:
-                tail["returnvalue"] = result_value_marker
-            else:
-                tail["failedReason"] = ext.get("failedReason") or job.result.decode(
-                    "utf-8", "replace")
+        if job.result is not None and job.result_ok:
+            tail["returnvalue"] = result_value_marker
+        if ext.get("failedReason") is not None:   # the last FAIL's error, also while retrying
+            tail["failedReason"] = ext["failedReason"]
+        elif job.result is not None and not job.result_ok:
+            tail["failedReason"] = job.result.decode("utf-8", "replace")
     n = 4 + len(tail)
     parts = [map_header(n), map_body(head), b"\xa4data", pack_value(job.payload, job.fmt)]
-    if full and tail["returnvalue"] is result_value_marker:
+    if tail.get("returnvalue") is result_value_marker:
         del tail["returnvalue"]
         parts.append(map_body(tail))
         parts.append(b"\xabreturnvalue")

@@ -63,7 +63,9 @@ class Session:
     def handle(self, body: bytes) -> bytes | None:
         """Run one frame body; the framed reply, or None when it answers later."""
         cmd = decode_command(body)
-        if cmd.__class__ is str:
+        if cmd.__class__ is not dict:
+            if cmd.__class__ is tuple:
+                return frame(pack({"ok": False, "error": cmd[0], "reqId": cmd[1]}))
             return frame(pack({"ok": False, "error": cmd, "reqId": UNDEFINED}))
         rid = cmd.get("reqId", UNDEFINED)
         if rid is None:

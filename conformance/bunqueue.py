@@ -1,0 +1,883 @@
+"""The bunqueue golden-bytes conformance suite: the 124 steps of the reference transcript
+(../shared/reference/bunqueue-golden.json, bunqueue 2.9.5) replayed in order against any
+host:port, every reply compared by value *and* MessagePack wire type.
+
+Usage::
+
+    python -m conformance.bunqueue --jobgate                     # two fresh jobgates
+    python -m conformance.bunqueue --bunqueue /path/to/npm-dir   # two fresh real bunqueues
+    python -m conformance.bunqueue --host H --port P [--auth-token T]
+    python -m conformance.bunqueue --host H --port P --auth-port P2 [--auth-token T]
+    python -m conformance.bunqueue --list
+
+Servers. The steps share one server and must start from an empty one (Stats and Metrics count
+everything). The nine ``AUTH:`` steps need a server that requires a token; they run on their
+own connection: to ``--auth-host/--auth-port`` when given (a second server started with the
+token), else, with ``--auth-token T`` alone, to the same server -- the suite then sends
+``Auth T`` on its main connection first (not a golden step) and plays the AUTH steps on a new
+connection. Without either the AUTH steps are reported as skipped. ``--auth-token`` (default
+the golden's ``s3cret``) replaces the golden's right token in the requests. ``--jobgate``
+starts ``gateway.cli serve --listen bunqueue=...`` twice (the second with a YAML config file
+``bunqueue: {auth_tokens: [s3cret]}`` passed with ``--config``); ``--bunqueue NPM_DIR``
+starts the real server from an ``npm install bun bunqueue`` directory twice (the second with
+``--auth-tokens s3cret``), each with a SQLite file (``--data-path``: the golden file was
+recorded that way -- with in-memory storage GetJob on a completed job answers progress 0 and
+the in-memory key order instead of step 37's progress 100), and implies ``--reference``.
+
+Expectations. By default jobgate's: the golden reply everywhere, except at the steps of
+``bunqueue_known_differences``: out-of-scope steps (cron, GetDlqStats, StorageStatus) are
+played and a mismatch there is reported as ``known``, and a deliberate difference (Auth
+without a token) must give jobgate's reply. ``--reference`` expects the golden everywhere.
+
+Comparison (``compare_reply``), per reply:
+
+- values equal, and the wire type of every scalar equal to the golden ``types`` (int sizes,
+  float64, nil vs undefined, str vs bin); the two steps the golden file recorded without
+  types (the pipelined and the split-frame steps) use the type msgpackr gives the golden
+  value (``canonical_type``, which reproduces every recorded ``types`` field exactly);
+- generated ids and lock tokens: a UUIDv7 string in a golden reply that is not in the step's
+  request is a server-generated id; its first appearance binds it to the live string at the
+  same place (a job id must be a UUIDv7 too, a token any non-empty string), and from then on
+  the live id is expected there, inside error strings, and is substituted into every later
+  request (``Context.ids``);
+- timestamps: a golden float64 >= 1e12 (ms since the epoch) stands for "a time": the live
+  value must be a float64 within [suite start - 5 min, now + 8 days] (DLQ expiry is +7 days);
+- volatile statistics (uptime, pushPerSec, pullPerSec, avgLatencyMs, avgProcessingMs,
+  memoryUsageMb, sqliteSizeMb, activeConnections, and DLQ attempt ``duration``): any
+  non-negative number, written with the type msgpackr gives that number;
+- key order: the golden Job object lists its keys in two different orders (GetJob on a
+  completed job, step 37, puts priority after data and durable near the end; PULL's 47-key
+  Job and GetJobByCustomId's 49-key Job differ in key *set* too), so a Job object (a map with
+  id, queue, data and timeline) is compared as a set of keys; every other map's key order is
+  stable in the golden file and must match it exactly;
+- ``ListQueues.queues`` is compared as a multiset (the reference lists its shards' queues);
+- the pipelined step sends its 6 frames in one write and compares the set of replies by
+  reqId, plus the rule that the long-poll PULL (p1) is answered last;
+- the frame-size step expects the error frame and then EOF.
+
+Exit status: 0 when no step failed (known differences and skipped AUTH steps do not fail),
+1 otherwise, 2 on usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import math
+import os
+import re
+import socket
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from .bunqueue_known_differences import (DIFFERENCES, JOBGATE_EXPECTS, OUT_OF_SCOPE,
+                                         check_steps_exist)
+from .bunqueue_wire import (MAP16_NOTE, MAP16_REQUIRED, UNDEFINED, Annotated, Client, Ext,
+                            RawBytes, WireError, annotate, canonical_type, from_golden,
+                            to_golden)
+
+__all__ = [
+    "GOLDEN_PATHS", "golden_path", "load_golden", "Step", "steps", "STEPS", "STEP_NAMES",
+    "Context", "compare_reply", "expected_for", "StepResult", "Runner", "check_golden",
+    "jobgate_bunqueue_cmd", "run_jobgate", "run_reference_npm", "format_result", "main",
+]
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+GOLDEN_PATHS = (
+    REPO_ROOT / "tests" / "data" / "bunqueue-golden.json",
+    REPO_ROOT.parent / "shared" / "reference" / "bunqueue-golden.json",
+    Path("/work/shared/reference/bunqueue-golden.json"),
+)
+
+AUTH_PREFIX = "AUTH: "
+GOLDEN_TOKEN = "s3cret"          # the right token in the golden AUTH steps
+PIPELINED_LAST = "p1"            # the long-poll PULL of the pipelined step
+
+UUID7 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
+_PLACEHOLDER = re.compile(r"<string of (\d+) chars: (.)\2*\.\.\.>", re.S)
+TS_MIN = 1e12                    # a golden float64 at least this big is a ms timestamp
+TS_BEFORE_MS = 5 * 60 * 1000     # live timestamps: from suite start minus this ...
+TS_AFTER_MS = 8 * 86400 * 1000   # ... to now plus this
+VOLATILE_KEYS = frozenset({"uptime", "pushPerSec", "pullPerSec", "avgLatencyMs",
+                           "avgProcessingMs", "memoryUsageMb", "sqliteSizeMb",
+                           "activeConnections", "duration"})
+TOKEN_KEYS = frozenset({"token", "tokens"})
+JOB_KEYS = frozenset({"id", "queue", "data", "timeline"})
+UNORDERED = {"ListQueues": frozenset({"$.queues"})}
+
+
+def golden_path() -> Path:
+    """The first golden file that exists among ``GOLDEN_PATHS`` (the repo's tests/data copy
+    first). Raises FileNotFoundError."""
+    for p in GOLDEN_PATHS:
+        if p.is_file():
+            return p
+    raise FileNotFoundError("bunqueue-golden.json not found in " +
+                            ", ".join(str(p) for p in GOLDEN_PATHS))
+
+
+def load_golden(path: str | Path | None = None) -> dict:
+    with open(path or golden_path(), encoding="utf-8") as f:
+        return json.load(f)
+
+
+# --------------------------------------------------------------------------------------------
+# steps
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Step:
+    """One golden step. ``kind``: frame | raw | split | pipelined | oversize | auth.
+    ``request``/``response`` are Python values (``from_golden``); for ``pipelined`` both are
+    lists, for ``oversize`` ``response`` is the error frame (then EOF is expected).
+    ``types`` is the golden ``types`` field (None where the golden file has none)."""
+
+    index: int
+    name: str
+    kind: str
+    request: Any
+    response: Any
+    types: Any
+    note: str
+    golden: dict = field(repr=False, compare=False, default_factory=dict)
+
+    @property
+    def auth(self) -> bool:
+        return self.kind == "auth"
+
+
+def _expand(obj: Any) -> Any:
+    """Expand the golden file's ``<string of N chars: xxx...>`` placeholders."""
+    if isinstance(obj, str):
+        m = _PLACEHOLDER.fullmatch(obj)
+        return m.group(2) * int(m.group(1)) if m else obj
+    if isinstance(obj, dict):
+        return {k: _expand(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_expand(v) for v in obj]
+    return obj
+
+
+def _kind(name: str, request: Any, response: Any) -> str:
+    if name.startswith(AUTH_PREFIX):
+        return "auth"
+    if isinstance(request, list):
+        return "pipelined"
+    if isinstance(request, RawBytes):
+        return "oversize" if isinstance(response, list) else "raw"
+    if "split" in name.lower():
+        return "split"
+    return "frame"
+
+
+def steps(golden: dict | None = None) -> tuple[Step, ...]:
+    """The golden steps, in order."""
+    g = golden or load_golden()
+    out = []
+    for i, s in enumerate(g["steps"]):
+        req = _expand(from_golden(s["request"]))
+        resp = from_golden(s["response"])
+        kind = _kind(s["name"], req, resp)
+        if kind == "oversize":
+            resp = resp[0]
+        out.append(Step(i, s["name"], kind, req, resp, s.get("types"), s.get("note") or "", s))
+    names = [s.name for s in out]
+    if len(set(names)) != len(names):
+        raise ValueError("golden step names are not unique")
+    return tuple(out)
+
+
+STEPS: tuple[Step, ...] = steps()
+STEP_NAMES: list[str] = [s.name for s in STEPS]
+_PROBLEMS = check_steps_exist(STEP_NAMES)
+if _PROBLEMS:
+    raise RuntimeError("bunqueue_known_differences: " + "; ".join(_PROBLEMS))
+
+
+def by_name(name: str) -> Step:
+    for s in STEPS:
+        if s.name == name:
+            return s
+    raise KeyError(name)
+
+
+# --------------------------------------------------------------------------------------------
+# comparison
+# --------------------------------------------------------------------------------------------
+@dataclass
+class Context:
+    """State shared by the steps of one run: the golden-id -> live-id table and the window a
+    live timestamp must fall in (``ts_window()`` -> (lo, hi) ms)."""
+
+    ids: dict[str, str] = field(default_factory=dict)
+    ts_window: Callable[[], tuple[float, float]] | None = None
+    started_ms: float = field(default_factory=lambda: time.time() * 1000)
+    strict_map16: bool = MAP16_REQUIRED
+
+    def window(self) -> tuple[float, float]:
+        if self.ts_window is not None:
+            return self.ts_window()
+        return self.started_ms - TS_BEFORE_MS, time.time() * 1000 + TS_AFTER_MS
+
+    def live(self, golden_id: str) -> str:
+        return self.ids.get(golden_id, golden_id)
+
+    def rewrite(self, obj: Any) -> Any:
+        """``obj`` (a golden request) with every bound golden id replaced by its live id,
+        whole strings and inside strings."""
+        if isinstance(obj, RawBytes):
+            return obj
+        if isinstance(obj, str):
+            return self.substitute(obj)
+        if isinstance(obj, dict):
+            return {k: self.rewrite(v) for k, v in obj.items()}
+        if isinstance(obj, list):
+            return [self.rewrite(v) for v in obj]
+        return obj
+
+    def substitute(self, text: str) -> str:
+        if not self.ids:
+            return text
+        return UUID7.sub(lambda m: self.ids.get(m.group(0), m.group(0)), text)
+
+
+def golden_window(golden: dict | None = None) -> Callable[[], tuple[float, float]]:
+    """The timestamp window of the golden run itself (around its first Ping's time)."""
+    g = golden or load_golden()
+    ping = next(s for s in g["steps"]
+                if isinstance(s["request"], dict) and s["request"].get("cmd") == "Ping")
+    t = float(ping["response"]["data"]["time"])
+    return lambda: (t - TS_BEFORE_MS, t + TS_AFTER_MS)
+
+
+def _strings(obj: Any, out: set) -> set:
+    if isinstance(obj, str):
+        out.add(obj)
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            _strings(k, out)
+            _strings(v, out)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            _strings(v, out)
+    return out
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _show(v: Any) -> str:
+    text = json.dumps(to_golden(v), default=repr) if not isinstance(v, Ext) else repr(v)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _same(g: Any, a: Any) -> bool:
+    """Value equality as JavaScript sees it: numbers by value (types are compared apart),
+    booleans, nil and undefined by identity."""
+    if g is None or a is None or g is UNDEFINED or a is UNDEFINED:
+        return g is a
+    if isinstance(g, bool) or isinstance(a, bool):
+        return g is a
+    if _is_num(g) and _is_num(a):
+        return g == a or (isinstance(g, float) and isinstance(a, float)
+                          and math.isnan(g) and math.isnan(a))
+    if isinstance(g, (bytes, bytearray)) or isinstance(a, (bytes, bytearray)):
+        return isinstance(g, (bytes, bytearray)) and isinstance(a, (bytes, bytearray)) \
+            and bytes(g) == bytes(a)
+    return type(g) is type(a) and g == a
+
+
+class _Cmp:
+    def __init__(self, ctx: Context, request: Any, unordered: frozenset) -> None:
+        self.ctx = ctx
+        self.req_strings = _strings(request, set())
+        self.unordered = unordered
+        self.diffs: list[str] = []
+
+    def diff(self, path: str, msg: str) -> None:
+        self.diffs.append(f"{path}: {msg}")
+
+    def walk(self, g: Any, gt: Any, a: Any, at: Any, path: str, key: Any) -> None:
+        if isinstance(g, dict):
+            self.map(g, gt, a, at, path)
+        elif isinstance(g, list):
+            self.array(g, gt, a, at, path, key)
+        else:
+            self.scalar(g, gt, a, at, path, key)
+
+    def map(self, g: dict, gt: Any, a: Any, at: Any, path: str) -> None:
+        if not isinstance(a, dict):
+            self.diff(path, f"expected a map, got {_show(a)} ({at})")
+            return
+        missing = [k for k in g if k not in a]
+        extra = [k for k in a if k not in g]
+        if missing:
+            self.diff(path, f"missing keys {missing}")
+        if extra:
+            self.diff(path, f"unexpected keys {extra} = {[_show(a[k]) for k in extra]}")
+        is_job = JOB_KEYS <= set(g)
+        if not missing and not extra and not is_job and list(g) != list(a):
+            self.diff(path, f"key order {list(a)}, golden {list(g)}")
+        gtd = gt if isinstance(gt, dict) else {}
+        for k in g:
+            if k in a:
+                self.walk(g[k], gtd.get(k, canonical_type(g[k])), a[k],
+                          at.get(k) if isinstance(at, dict) else None, f"{path}.{k}", k)
+
+    def array(self, g: list, gt: Any, a: Any, at: Any, path: str, key: Any) -> None:
+        if not isinstance(a, list):
+            self.diff(path, f"expected an array, got {_show(a)} ({at})")
+            return
+        gtl = gt if isinstance(gt, list) and len(gt) == len(g) else canonical_type(g)
+        atl = at if isinstance(at, list) else [None] * len(a)
+        if path in self.unordered:
+            gp = sorted(zip(g, gtl), key=lambda p: json.dumps(to_golden(p[0]), default=repr))
+            ap = sorted(zip(a, atl), key=lambda p: json.dumps(to_golden(p[0]), default=repr))
+            if [(_show(v), t) for v, t in gp] != [(_show(v), t) for v, t in ap]:
+                self.diff(path, f"as a set: {[_show(v) for v, _ in ap]} "
+                                f"({[t for _, t in ap]}), golden {[_show(v) for v, _ in gp]} "
+                                f"({[t for _, t in gp]})")
+            return
+        if len(a) != len(g):
+            self.diff(path, f"{len(a)} items, golden {len(g)}: {_show(a)}")
+        for i in range(min(len(a), len(g))):
+            self.walk(g[i], gtl[i], a[i], atl[i], f"{path}[{i}]", key)
+
+    def scalar(self, g: Any, gt: Any, a: Any, at: Any, path: str, key: Any) -> None:
+        if gt is None:
+            gt = canonical_type(g)
+        if key in VOLATILE_KEYS and _is_num(g):
+            if not _is_num(a) or a < 0:
+                self.diff(path, f"expected a number (volatile statistic), got {_show(a)} ({at})")
+            elif at != canonical_type(a):
+                self.diff(path, f"type {at} for {a!r}, msgpackr writes {canonical_type(a)}")
+            return
+        if _is_num(g) and gt == "float64" and g >= TS_MIN:
+            lo, hi = self.ctx.window()
+            if not _is_num(a):
+                self.diff(path, f"expected a timestamp, got {_show(a)} ({at})")
+            elif not lo <= a <= hi:
+                self.diff(path, f"timestamp {a!r} outside [{lo:.0f}, {hi:.0f}]")
+            elif at != "float64":
+                self.diff(path, f"timestamp type {at}, golden float64")
+            return
+        if isinstance(g, str) and UUID7.fullmatch(g):
+            self.generated_id(g, gt, a, at, path, key)
+            return
+        if isinstance(g, str):
+            g = self.ctx.substitute(g)
+        if not _same(g, a):
+            self.diff(path, f"{_show(a)} ({at}), golden {_show(g)} ({gt})")
+        elif at != gt:
+            self.diff(path, f"type {at}, golden {gt} (value {_show(a)})")
+
+    def generated_id(self, g: str, gt: Any, a: Any, at: Any, path: str, key: Any) -> None:
+        ids = self.ctx.ids
+        if g in ids:
+            want = ids[g]
+        elif g in self.req_strings:
+            want = g                              # chosen by the client: echoed
+        else:
+            token = key in TOKEN_KEYS
+            what = "lock token" if token else "generated id (UUIDv7)"
+            if not isinstance(a, str) or not a:
+                self.diff(path, f"expected a {what}, got {_show(a)} ({at})")
+                return
+            if a in ids.values():
+                self.diff(path, f"{a!r} was already returned for another golden id")
+                return
+            ids[g] = a
+            if not token and not UUID7.fullmatch(a):
+                self.diff(path, f"{a!r} is not a UUIDv7")
+            if at != gt:
+                self.diff(path, f"type {at}, golden {gt}")
+            return
+        if a != want:
+            self.diff(path, f"{_show(a)}, expected {want!r} (golden {g})")
+        elif at != gt:
+            self.diff(path, f"type {at}, golden {gt}")
+
+
+def compare_reply(expected: Any, expected_types: Any, actual: Annotated, ctx: Context,
+                  request: Any = None, step_name: str = "") -> list[str]:
+    """Differences between one live reply and its golden reply (empty list = conforming).
+    ``expected``: Python value (``from_golden`` form); ``expected_types``: the golden types
+    (None: msgpackr's types of ``expected``); ``request``: the step's golden request (ids in
+    it are the client's, not generated). Binds new generated ids in ``ctx.ids``."""
+    c = _Cmp(ctx, request, UNORDERED.get(step_name, frozenset()))
+    c.walk(expected, expected_types, actual.value, actual.types, "$", None)
+    if ctx.strict_map16 and not actual.all_map16:
+        c.diff("$", f"map headers {sorted(set(actual.map_headers))}, msgpackr writes map16")
+    return c.diffs
+
+
+def expected_for(step: Step, reference: bool) -> tuple[Any, Any]:
+    """(value, types) a server must answer at ``step``: the golden reply, or jobgate's reply
+    at a deliberate difference (unless ``reference``)."""
+    if not reference and step.name in JOBGATE_EXPECTS:
+        value, types = JOBGATE_EXPECTS[step.name]
+        return from_golden(value), types
+    return step.response, step.types
+
+
+# --------------------------------------------------------------------------------------------
+# running
+# --------------------------------------------------------------------------------------------
+@dataclass
+class StepResult:
+    """What one step did. ``status``: pass | FAIL | known (out-of-scope mismatch) | skipped."""
+
+    name: str
+    index: int
+    status: str
+    diffs: list[str] = field(default_factory=list)
+    sent: Any = None
+    got: Any = None
+    got_types: Any = None
+    map_headers: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("pass", "known", "skipped")
+
+
+class _Closed(Exception):
+    pass
+
+
+class Runner:
+    """Plays the golden steps in order against ``host:port`` (see the module doc for the AUTH
+    steps). ``timeout``: seconds to wait for one reply. ``reference``: expect the golden reply
+    at the known differences too."""
+
+    def __init__(self, host: str, port: int, *, auth_host: str | None = None,
+                 auth_port: int | None = None, auth_token: str | None = None,
+                 reference: bool = False, timeout: float = 10.0,
+                 strict_map16: bool = MAP16_REQUIRED) -> None:
+        self.host, self.port = host, port
+        self.auth_addr = (auth_host or host, auth_port) if auth_port else None
+        self.same_server_token = auth_token if (auth_token and not auth_port) else None
+        self.token = auth_token or GOLDEN_TOKEN
+        self.reference = reference
+        self.timeout = timeout
+        self.ctx = Context(strict_map16=strict_map16)
+        self.main: Client | None = None
+        self.authc: Client | None = None
+
+    # connections -----------------------------------------------------------------------------
+    def _main(self, notes: list[str]) -> Client:
+        if self.main is None:
+            self.main = Client(self.host, self.port, self.timeout)
+            if self.same_server_token:
+                self.main.send({"cmd": "Auth", "token": self.same_server_token,
+                                "reqId": "conformance-auth"})
+                r = self.main.recv()
+                if not (isinstance(r.value, dict) and r.value.get("ok") is True):
+                    notes.append(f"Auth on the main connection failed: {_show(r.value)}")
+        return self.main
+
+    def _auth(self) -> Client | None:
+        if self.authc is None:
+            if self.auth_addr:
+                self.authc = Client(self.auth_addr[0], self.auth_addr[1], self.timeout)
+            elif self.same_server_token:
+                self.authc = Client(self.host, self.port, self.timeout)
+        return self.authc
+
+    def close(self) -> None:
+        for c in (self.main, self.authc):
+            if c is not None:
+                c.close()
+        self.main = self.authc = None
+
+    # replies ---------------------------------------------------------------------------------
+    @staticmethod
+    def _reqid(req: Any) -> Any:
+        if isinstance(req, dict) and "reqId" in req:
+            return req["reqId"]
+        return None
+
+    def _reply(self, conn: Client, req_id: Any, notes: list[str]) -> Annotated:
+        """The reply to the request with ``req_id`` (a frame with another reqId -- a late
+        reply to an earlier step -- is noted and skipped). Raises _Closed on EOF."""
+        while True:
+            try:
+                body = conn.recv_frame()
+            except EOFError as exc:
+                raise _Closed(str(exc)) from None
+            try:
+                ann = annotate(body)
+            except WireError as exc:
+                notes.append(f"undecodable frame {body[:60].hex()}: {exc}")
+                raise
+            rid = ann.value.get("reqId", UNDEFINED) if isinstance(ann.value, dict) else None
+            if req_id is not None and rid is not UNDEFINED and not _same(rid, req_id):
+                notes.append(f"skipped a stray reply {_show(ann.value)}")
+                continue
+            return ann
+
+    # steps -----------------------------------------------------------------------------------
+    def run(self, selected: list[Step] | None = None) -> list[StepResult]:
+        """Play ``selected`` steps (default all, always in golden order); returns results."""
+        chosen = {s.name for s in (selected or STEPS)}
+        out = []
+        try:
+            for s in STEPS:
+                if s.name in chosen:
+                    out.append(self.run_step(s))
+        finally:
+            self.close()
+        return out
+
+    def run_step(self, step: Step) -> StepResult:
+        t0 = time.monotonic()
+        res = StepResult(step.name, step.index, "pass")
+        if step.name in DIFFERENCES and (step.name in OUT_OF_SCOPE or not self.reference):
+            res.reason = DIFFERENCES[step.name]
+        if step.auth and self._auth() is None:
+            res.status = "skipped"
+            res.reason = "no server with an auth token (--auth-port or --auth-token)"
+            return res
+        try:
+            if step.kind == "pipelined":
+                self._pipelined(step, res)
+            else:
+                self._single(step, res)
+        except (_Closed, OSError, WireError) as exc:
+            what = ("timed out" if isinstance(exc, socket.timeout)
+                    else str(exc) or type(exc).__name__)
+            res.diffs.append(f"no reply: {what}")
+            self._drop(step)
+        res.seconds = time.monotonic() - t0
+        if res.diffs:
+            res.status = "known" if (not self.reference and step.name in OUT_OF_SCOPE) else "FAIL"
+        return res
+
+    def _drop(self, step: Step) -> None:
+        if step.auth:
+            if self.authc is not None:
+                self.authc.close()
+            self.authc = None
+        else:
+            if self.main is not None:
+                self.main.close()
+            self.main = None
+
+    def _prepare(self, step: Step, req: Any) -> Any:
+        out = self.ctx.rewrite(req)
+        if step.auth and isinstance(out, dict) and out.get("token") == GOLDEN_TOKEN:
+            out = dict(out, token=self.token)
+        return out
+
+    def _single(self, step: Step, res: StepResult) -> None:
+        conn = self._auth() if step.auth else self._main(res.notes)
+        assert conn is not None
+        req = self._prepare(step, step.request)
+        res.sent = to_golden(req) if not _big(req) else "<request over 1 MB>"
+        if step.kind == "split":
+            conn.send_split(req)
+        else:
+            conn.send(req)
+        ann = self._reply(conn, None if step.kind in ("raw", "oversize")
+                          else self._reqid(req), res.notes)
+        self._record(res, ann)
+        want, want_types = expected_for(step, self.reference)
+        res.diffs += compare_reply(want, want_types, ann, self.ctx, step.request, step.name)
+        if step.kind == "oversize":
+            try:
+                extra = conn.wait_eof(min(self.timeout, 5.0))
+            except socket.timeout:
+                res.diffs.append("connection still open after the error frame (expected EOF)")
+            else:
+                if extra:
+                    res.diffs.append(f"bytes after the error frame: {extra[:60].hex()}")
+            self._drop(step)
+
+    def _pipelined(self, step: Step, res: StepResult) -> None:
+        conn = self._main(res.notes)
+        reqs = [self._prepare(step, r) for r in step.request]
+        res.sent = to_golden(reqs)
+        conn.send_many(reqs)
+        want = {r["reqId"]: r for r in step.response}
+        got: list[Annotated] = []
+        order: list[Any] = []
+        while len(got) < len(reqs):
+            try:
+                ann = conn.recv()
+            except EOFError as exc:
+                raise _Closed(str(exc)) from None
+            got.append(ann)
+            order.append(ann.value.get("reqId") if isinstance(ann.value, dict) else None)
+        res.got = [to_golden(a.value) for a in got]
+        res.got_types = [a.types for a in got]
+        res.map_headers = [h for a in got for h in a.map_headers]
+        if sorted(map(str, order)) != sorted(map(str, want)):
+            res.diffs.append(f"reqIds {order}, golden {list(want)}")
+        if order and order[-1] != PIPELINED_LAST:
+            res.diffs.append(f"reply order {order}: the long-poll PULL ({PIPELINED_LAST}) "
+                             f"must come last")
+        for ann, rid in zip(got, order):
+            if rid in want:
+                d = compare_reply(want[rid], None, ann, self.ctx, step.request, step.name)
+                res.diffs += [f"[{rid}] {x}" for x in d]
+
+    def _record(self, res: StepResult, ann: Annotated) -> None:
+        res.got = to_golden(ann.value)
+        res.got_types = ann.types
+        res.map_headers = list(ann.map_headers)
+
+
+def _big(obj: Any) -> bool:
+    return any(isinstance(s, str) and len(s) > 1 << 20 for s in _strings(obj, set()))
+
+
+# --------------------------------------------------------------------------------------------
+# the golden file checked against itself
+# --------------------------------------------------------------------------------------------
+def golden_replies(step: Step) -> list[tuple[Any, Any, Any]]:
+    """[(reply value, its types, reqId or None)] of a golden step, as the reference sent them."""
+    if step.kind == "pipelined":
+        return [(r, None, r["reqId"]) for r in step.response]
+    return [(step.response, step.types, None)]
+
+
+def check_golden(actual: dict | None = None, *, encode: Callable[[Any, Any], bytes] | None = None,
+                 golden: dict | None = None, strict_map16: bool = True) -> dict[str, list[str]]:
+    """Run golden replies through the suite's own decoder and comparison as if a server had
+    just sent them, in step order with one Context (the golden run's timestamp window).
+
+    The replies are those of ``actual`` (a golden-format dict, default the golden file itself;
+    a test passes a mutated copy), encoded with their recorded wire types and map16 maps (or
+    with ``encode(value, types)``); the expectations are ``golden``'s (default the golden
+    file). Returns the differences per step name: all empty means the normaliser accepts the
+    replies."""
+    from .bunqueue_wire import encode_typed
+    enc = encode or (lambda v, t: encode_typed(v, t))
+    want_steps = steps(golden) if golden else STEPS
+    got_steps = steps(actual) if actual else want_steps
+    ctx = Context(ts_window=golden_window(golden), strict_map16=strict_map16)
+    out: dict[str, list[str]] = {}
+    for want, got in zip(want_steps, got_steps):
+        diffs: list[str] = []
+        got_replies = {rid: (v, t) for v, t, rid in golden_replies(got)}
+        for value, types, rid in golden_replies(want):
+            gv, gt = got_replies.get(rid, (None, None))
+            try:
+                ann = annotate(enc(gv, gt))
+            except (ValueError, TypeError) as exc:
+                diffs.append(f"cannot encode the reply: {exc}")
+                continue
+            d = compare_reply(value, types, ann, ctx, want.request, want.name)
+            diffs += [f"[{rid}] {x}" for x in d] if rid is not None else d
+        out[want.name] = diffs
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# servers
+# --------------------------------------------------------------------------------------------
+def jobgate_bunqueue_cmd(port: int, flags: tuple[str, ...] = ()) -> list[str]:
+    """argv for jobgate serving only the bunqueue dialect on 127.0.0.1:``port``, jobs in a
+    SQLite file ``jobgate.db`` in the working directory, durability commit."""
+    return [sys.executable, "-m", "gateway.cli", "serve", "--listen",
+            f"bunqueue=127.0.0.1:{port}", "--database", "sqlite:///jobgate.db",
+            "--durability", "commit", "--log-level", "warning", *flags]
+
+
+def jobgate_auth_config(directory: str, tokens: tuple[str, ...] = (GOLDEN_TOKEN,)) -> str:
+    """Write ``bunqueue: {auth_tokens: [...]}`` as YAML into ``directory``; returns the path."""
+    path = os.path.join(directory, "bunqueue-auth.yaml")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("bunqueue:\n  auth_tokens: [" + ", ".join(tokens) + "]\n")
+    return path
+
+
+def _two_servers(argv_for, auth_flags: tuple[str, ...], env: dict | None,
+                 reference: bool, timeout: float, selected: list[Step] | None,
+                 start_timeout: float) -> tuple[list[StepResult], list[str]]:
+    from .servers import HOST, ServerProcess
+    main = ServerProcess(argv_for, (), start_timeout=start_timeout, env=env, fresh_cwd=True)
+    auth = ServerProcess(argv_for, auth_flags, start_timeout=start_timeout, env=env,
+                         fresh_cwd=True)
+    notes: list[str] = []
+    with main, auth:
+        results = Runner(HOST, main.port, auth_port=auth.port, reference=reference,
+                         timeout=timeout).run(selected)
+        for srv, what in ((main, "server"), (auth, "auth server")):
+            if srv.proc is not None and srv.proc.poll() is not None:
+                notes.append(f"{what} exited with {srv.proc.returncode}: "
+                             f"{srv.output()[-1500:]!r}")
+    return results, notes
+
+
+def run_jobgate(reference: bool = False, timeout: float = 10.0,
+                selected: list[Step] | None = None,
+                start_timeout: float = 30.0) -> tuple[list[StepResult], list[str]]:
+    """The suite against two fresh jobgates (bunqueue listener only, SQLite, durability
+    commit): the second started with ``--config`` naming a YAML file with
+    ``bunqueue: {auth_tokens: [s3cret]}`` for the AUTH steps. Returns (results, notes)."""
+    from .harness import jobgate_env
+    with tempfile.TemporaryDirectory(prefix="bunqueue-conf-") as tmp:
+        cfg = jobgate_auth_config(tmp)
+        return _two_servers(jobgate_bunqueue_cmd, ("--config", cfg), jobgate_env(),
+                            reference, timeout, selected, start_timeout)
+
+
+def reference_cmd(npm_dir: str) -> Callable[[int, tuple[str, ...]], list[str]]:
+    """argv builder for the real bunqueue server from an ``npm install bun bunqueue``
+    directory: SQLite storage in ``bunqueue.db`` in the working directory (the golden file was
+    recorded with a SQLite file: a completed job read back from it has progress 100 and the
+    row's key order, step 37; in-memory storage answers progress 0), TCP on 127.0.0.1:port,
+    HTTP on another free port."""
+    from .servers import free_port
+    bun = os.path.join(npm_dir, "node_modules", ".bin", "bun")
+    cli = os.path.join(npm_dir, "node_modules", "bunqueue", "dist", "cli", "index.js")
+
+    def build(port: int, flags: tuple[str, ...] = ()) -> list[str]:
+        return [bun, cli, "start", "--host", "127.0.0.1", "--tcp-port", str(port),
+                "--http-port", str(free_port()), "--data-path", "bunqueue.db", *flags]
+    return build
+
+
+def run_reference_npm(npm_dir: str, timeout: float = 10.0,
+                      selected: list[Step] | None = None,
+                      start_timeout: float = 30.0) -> tuple[list[StepResult], list[str]]:
+    """The suite (reference expectations) against two fresh real bunqueue servers, the
+    second with ``--auth-tokens s3cret``."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("AUTH_TOKENS", "DATA_PATH", "BUNQUEUE_DATA_PATH", "BQ_DATA_PATH",
+                        "SQLITE_PATH", "TCP_PORT", "HTTP_PORT")}
+    return _two_servers(reference_cmd(npm_dir), ("--auth-tokens", GOLDEN_TOKEN), env, True,
+                        timeout, selected, start_timeout)
+
+
+# --------------------------------------------------------------------------------------------
+# CLI
+# --------------------------------------------------------------------------------------------
+def format_result(r: StepResult, verbose: bool = False) -> str:
+    head = f"{r.status:<7} {r.index:>3} {r.name}"
+    if r.status == "known" or (r.status == "skipped" and r.reason):
+        head += f"  [{r.reason}]"
+    lines = [head]
+    shown = r.diffs if verbose else r.diffs[:3]
+    lines += [f"        {d}" for d in shown]
+    if len(r.diffs) > len(shown):
+        lines.append(f"        ... {len(r.diffs) - len(shown)} more (-v)")
+    if verbose or r.status == "FAIL":
+        lines += [f"        note: {n}" for n in r.notes]
+    if verbose and r.status == "FAIL":
+        lines.append(f"        sent: {_clip(r.sent)}")
+        lines.append(f"        got:  {_clip(r.got)}")
+    return "\n".join(lines)
+
+
+def _clip(v: Any, n: int = 600) -> str:
+    t = json.dumps(v, default=repr)
+    return t if len(t) <= n else t[:n] + "..."
+
+
+def select(patterns: list[str] | None) -> list[Step]:
+    if not patterns:
+        return list(STEPS)
+    return [s for s in STEPS if any(fnmatch.fnmatchcase(s.name, p) for p in patterns)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m conformance.bunqueue", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--jobgate", action="store_true",
+                       help="start two fresh jobgates (the second with auth token s3cret)")
+    where.add_argument("--bunqueue", metavar="NPM_DIR",
+                       help="start two fresh real bunqueue servers from NPM_DIR "
+                            "(npm install bun bunqueue); implies --reference")
+    p.add_argument("--host", help="check a running, fresh server at HOST")
+    p.add_argument("--port", type=int, help="its bunqueue TCP port")
+    p.add_argument("--auth-token", metavar="T",
+                   help="the right auth token; without --auth-port the server at --port "
+                        "requires it (the main connection authenticates first)")
+    p.add_argument("--auth-host", help="host of a second server with an auth token")
+    p.add_argument("--auth-port", type=int, help="port of that server (AUTH steps go there)")
+    p.add_argument("--reference", action="store_true",
+                   help="expect the golden replies at the known differences too")
+    p.add_argument("--strict-map16", action="store_true",
+                   help="also require every map to be written as map16, as msgpackr does ("
+                        + MAP16_NOTE.replace("%", "%%") + ")")
+    p.add_argument("-s", "--step", action="append", metavar="GLOB",
+                   help="play only steps matching GLOB (repeatable; state builds on earlier "
+                        "steps, so a partial run can differ)")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds per reply (10)")
+    p.add_argument("--json", metavar="FILE", help="write every step's result as JSON")
+    p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument("--list", action="store_true", help="list the steps and exit")
+    args = p.parse_args(argv)
+
+    chosen = select(args.step)
+    if args.list:
+        for s in chosen:
+            k = " [known difference]" if s.name in DIFFERENCES else ""
+            print(f"{s.index:>3} {s.kind:<9} {s.name}{k}")
+        return 0
+    if not chosen:
+        print("no step matches", file=sys.stderr)
+        return 2
+    notes: list[str] = []
+    t0 = time.monotonic()
+    if args.host or args.port:
+        if args.jobgate or args.bunqueue:
+            print("--host/--port cannot be combined with --jobgate/--bunqueue", file=sys.stderr)
+            return 2
+        if not (args.host and args.port):
+            print("--host and --port go together", file=sys.stderr)
+            return 2
+        runner = Runner(args.host, args.port, auth_host=args.auth_host,
+                        auth_port=args.auth_port, auth_token=args.auth_token,
+                        reference=args.reference, timeout=args.timeout,
+                        strict_map16=args.strict_map16)
+        try:
+            results = runner.run(chosen)
+        except OSError as exc:
+            print(f"cannot talk to {args.host}:{args.port}: {exc}", file=sys.stderr)
+            return 1
+        name = f"{args.host}:{args.port}"
+    elif args.jobgate:
+        results, notes = run_jobgate(args.reference, args.timeout, chosen)
+        name = "jobgate"
+    elif args.bunqueue:
+        results, notes = run_reference_npm(args.bunqueue, args.timeout, chosen)
+        args.reference = True
+        name = "bunqueue"
+    else:
+        print("say which server to check: --jobgate, --bunqueue NPM_DIR, or --host and --port",
+              file=sys.stderr)
+        return 2
+    for r in results:
+        if args.verbose or r.status != "pass":
+            print(format_result(r, args.verbose))
+    for n in notes:
+        print(f"note: {n}")
+    counts = {k: sum(r.status == k for r in results) for k in ("pass", "FAIL", "known",
+                                                               "skipped")}
+    mode = "golden (reference)" if args.reference else "jobgate"
+    nmaps = sum(len(r.map_headers) for r in results)
+    non16 = sum(h != "map16" for r in results for h in r.map_headers)
+    print(f"\n{name}: {counts['pass']} pass, {counts['FAIL']} FAIL, {counts['known']} known, "
+          f"{counts['skipped']} skipped of {len(results)} steps against the {mode} "
+          f"expectations ({time.monotonic() - t0:.1f}s); maps: {nmaps - non16}/{nmaps} map16"
+          f"{'' if args.strict_map16 else ' (not required, see --strict-map16)'}")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump([r.__dict__ for r in results], f, indent=1, default=repr)
+    return 1 if counts["FAIL"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
