@@ -36,30 +36,31 @@ See benchmarks/README.md.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import math
 import multiprocessing as mp
 import os
-import platform
 import sys
 import threading
 import time
 
 from bench_client import Client, client_proc  # noqa: F401  (Client: used by beanstalk_rss.py)
-from bench_common import BODY_SIZE, COMMANDS_PER_JOB, MODES, RECV_MODES, WORKLOADS, BenchError
-from bench_report import DEFAULT_RATIOS, _ms, percentile, pick_median, print_tables
+from bench_common import BODY_SIZE, COMMANDS_PER_JOB, MODES, WORKLOADS, BenchError
+from bench_report import (DEFAULT_RATIOS, _ms, finish, percentile, pick_median, print_tables,
+                          run_meta)
 from bench_servers import (  # noqa: F401  (child_pids, proc_status_kb: used by beanstalk_rss.py)
-    Server, add_server_args, beanstalkd_version, child_pids, install_signal_cleanup,
-    machine_busy_seconds, proc_cpu_seconds, proc_status_kb, resolve_targets, serve_null,
-    stop_all_servers, wait_quiet)
+    Server, add_run_args, add_server_args, beanstalkd_version, child_pids, comma_list,
+    connection_counts, install_signal_cleanup,
+    machine_busy_seconds, proc_cpu_seconds, proc_status_kb, resolve_targets, run_guarded,
+    serve_null, wait_quiet)
 
 
 def run_cell(server: Server, workload: str, pipelined: bool, conns: int, args,
              prefill_per_conn: int, port: int | None = None, proc=client_proc,
-             commands_per_job: int | None = None) -> dict:
+             commands_per_job: float | None = None, spec_extra: dict | None = None) -> dict:
     """One timed cell: `conns` client processes (`proc`, client_proc's signature) against
-    `port` (default server.port), each on its own tube/queue. Returns the result dict."""
+    `port` (default server.port), each on its own tube/queue. spec_extra: more keys for every
+    connection's spec (a dialect's own options). Returns the result dict; the connections'
+    checks (client_proc's check hook), when there are any, as "checks"."""
     ctx = mp.get_context("fork")
     barrier = ctx.Barrier(conns + 1)
     duration = args.duration if args.jobs is None else args.max_seconds
@@ -77,7 +78,7 @@ def run_cell(server: Server, workload: str, pipelined: bool, conns: int, args,
                     "job_limit": job_limit, "prefill": prefill_per_conn,
                     "prefill_timeout": args.prefill_timeout, "io_timeout": args.io_timeout,
                     "barrier_timeout": args.prefill_timeout + 30,
-                    "shared_tube": args.shared_tube, "recv_mode": args.recv}
+                    "shared_tube": args.shared_tube, "recv_mode": args.recv, **(spec_extra or {})}
             parent_end, child_end = ctx.Pipe(duplex=False)
             p = ctx.Process(target=proc, args=(i, spec, barrier, child_end), daemon=True)
             p.start()
@@ -144,6 +145,8 @@ def run_cell(server: Server, workload: str, pipelined: bool, conns: int, args,
         "drained_early": any(o["drained"] for o in outs),
         "prefilled": sum(o["prefilled"] for o in outs),
     })
+    if any(o.get("check") is not None for o in outs):
+        result["checks"] = [o.get("check") for o in outs]
     if srv_cpu0 is not None and srv_cpu1 is not None and wall0 is not None:
         wall = max(wall1 - wall0, 1e-9)
         srv_pct = 100.0 * (srv_cpu1 - srv_cpu0) / wall
@@ -214,6 +217,26 @@ def run_one(t: str, template: str, subst: dict, w: str, mode: str, conns: int, a
     return r
 
 
+def run_targets(names: list[str], templates: dict[str, str], subst: dict, w: str, mode: str,
+                conns: int, args, results: list[dict], failed_start: dict[str, str],
+                cell=None) -> None:
+    """`--repeat` runs of one cell on every target, the targets interleaved within each round
+    (same conditions); appends each target's median run, or its start failure, to results.
+    cell: as in run_one."""
+    runs: dict[str, list[dict]] = {t: [] for t in names}
+    for _ in range(args.repeat):
+        for t in names:
+            if t not in failed_start:
+                runs[t].append(run_one(t, templates[t], subst, w, mode, conns, args, results,
+                                       failed_start, cell=cell))
+    for t in names:
+        if runs[t]:
+            results.append(pick_median(runs[t]))
+        elif t in failed_start:
+            results.append({"target": t, "workload": w, "mode": mode, "connections": conns,
+                            "error": failed_start[t]})
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -224,16 +247,9 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=None,
                     help="instead of --duration: jobs per connection per cell (bounded by "
                          "--max-seconds)")
-    ap.add_argument("--max-seconds", type=float, default=120.0,
-                    help="time cap of one cell in --jobs mode")
-    ap.add_argument("--repeat", type=int, default=1,
-                    help="runs per cell and target (fresh server each, targets interleaved); the "
-                         "median run is reported, every rate is kept in the JSON")
-    ap.add_argument("--connections", default="1,4", help="comma-separated (default %(default)s)")
     ap.add_argument("--workloads", default=",".join(WORKLOADS),
                     help="comma-separated subset of " + ", ".join(WORKLOADS))
     ap.add_argument("--modes", default=",".join(MODES), help="pipelined,unpipelined")
-    ap.add_argument("--batch", type=int, default=100, help="commands per write when pipelined")
     ap.add_argument("--shared-tube", action="store_true",
                     help="all connections of a cell use one tube (default: one tube each)")
     ap.add_argument("--prefill-rate", type=float, default=100000.0,
@@ -241,20 +257,9 @@ def main(argv=None) -> int:
                          "before, half this rate) jobs/s (default %(default)s)")
     ap.add_argument("--max-prefill", type=int, default=400000,
                     help="cap on pre-filled jobs per cell, all connections (default %(default)s)")
-    ap.add_argument("--prefill-timeout", type=float, default=90.0,
-                    help="seconds allowed for pre-filling")
-    ap.add_argument("--recv", choices=RECV_MODES, default="plain",
-                    help="how the client waits for a batch's replies (default %(default)s; "
-                         "see README)")
-    ap.add_argument("--io-timeout", type=float, default=30.0, help="socket timeout")
     ap.add_argument("--quick", action="store_true",
                     help="smoke run: 0.5 s cells, pre-fill capped at 50k")
-    ap.add_argument("--json", default=None, metavar="FILE", help="also write results as JSON")
-    ap.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS",
-                    help="before each run, wait up to SECONDS for the machine to be idle "
-                         "(other CPU use <= --quiet-threshold); default: don't wait")
-    ap.add_argument("--quiet-threshold", type=float, default=15.0, metavar="PCT",
-                    help="percent of one core counted as idle by --wait-quiet (default %(default)s)")
+    add_run_args(ap, repeat=1)
     ap.add_argument("--serve-null", type=int, default=None, metavar="PORT",
                     help=argparse.SUPPRESS)
 
@@ -271,69 +276,30 @@ def main(argv=None) -> int:
     if args.repeat < 1 or args.batch < 1 or args.duration <= 0 or args.max_prefill < 1:
         raise SystemExit("--repeat, --batch, --duration and --max-prefill must be positive")
     names, templates, subst = resolve_targets(args)
-    conn_list = [int(x) for x in args.connections.split(",") if x.strip()]
-    workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    for w in workloads:
-        if w not in WORKLOADS:
-            raise SystemExit(f"unknown workload {w!r}")
-    for m in modes:
-        if m not in MODES:
-            raise SystemExit(f"unknown mode {m!r}")
-    if any(c < 1 or c > 64 for c in conn_list):
-        raise SystemExit("--connections: 1..64")
+    conn_list = connection_counts(args.connections)
+    workloads = comma_list(args.workloads, WORKLOADS)
+    modes = comma_list(args.modes, MODES, "mode")
     # put first, so its measured rate sizes the reserve-delete pre-fill
     workloads.sort(key=WORKLOADS.index)
 
     install_signal_cleanup()
-    meta = {
-        "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "argv": sys.argv,
-        "host": platform.node(), "cpus": os.cpu_count(), "platform": platform.platform(),
-        "python": sys.version.split()[0], "beanstalkd": beanstalkd_version(args.beanstalkd),
-        "body_bytes": BODY_SIZE, "batch": args.batch, "duration": args.duration,
-        "jobs_per_connection": args.jobs, "shared_tube": args.shared_tube,
-        "repeat": args.repeat, "recv_mode": args.recv,
-        "wait_quiet": args.wait_quiet, "loadavg_start": os.getloadavg(),
-        "commands": {n: templates[n] for n in names},
-    }
-    print(f"# {meta['started']}  cpus={meta['cpus']}  beanstalkd={meta['beanstalkd']}  "
-          f"python={meta['python']}", file=sys.stderr)
-    for n in names:
-        print(f"# {n}: {templates[n]}", file=sys.stderr)
-
+    meta = run_meta(args, names, templates, beanstalkd=beanstalkd_version(args.beanstalkd),
+                    body_bytes=BODY_SIZE, duration=args.duration, jobs_per_connection=args.jobs,
+                    shared_tube=args.shared_tube)
     results: list[dict] = []
     failed_start: dict[str, str] = {}
-    try:
+
+    def run_all():
         for conns in conn_list:
             for mode in modes:
                 for w in workloads:
-                    runs: dict[str, list[dict]] = {t: [] for t in names}
-                    for rep in range(args.repeat):
-                        for t in names:   # targets interleaved within a cell: same conditions
-                            if t in failed_start:
-                                continue
-                            r = run_one(t, templates[t], subst, w, mode, conns, args, results,
-                                        failed_start)
-                            runs[t].append(r)
-                    for t in names:
-                        if t in failed_start and not runs[t]:
-                            results.append({"target": t, "workload": w, "mode": mode,
-                                            "connections": conns, "error": failed_start[t]})
-                        elif runs[t]:
-                            results.append(pick_median(runs[t]))
-    except KeyboardInterrupt:
-        print("interrupted; stopping servers", file=sys.stderr)
-    finally:
-        stop_all_servers()
+                    run_targets(names, templates, subst, w, mode, conns, args, results,
+                                failed_start)
+    run_guarded(run_all)
 
     meta["loadavg_end"] = os.getloadavg()
     print_tables(results, names, DEFAULT_RATIOS)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"meta": meta, "results": results}, f, indent=2)
-        print(f"\nwrote {args.json}")
-    return 1 if any(r.get("error") for r in results) else 0
+    return finish(args.json, {"meta": meta, "results": results}, results)
 
 
 if __name__ == "__main__":

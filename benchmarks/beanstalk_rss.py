@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import beanstalk_load as bl  # noqa: E402  (same directory)
+from bench_report import finish  # noqa: E402
+from bench_servers import run_guarded  # noqa: E402
 
 
 def dir_bytes(path: str | None) -> int:
@@ -129,7 +130,8 @@ def main(argv=None) -> int:
     bl.install_signal_cleanup()
 
     results = []
-    try:
+
+    def run_all():
         for t in names:
             r = measure(t, templates[t], subst, args)
             results.append(r)
@@ -138,10 +140,7 @@ def main(argv=None) -> int:
             else:
                 print(f"  {t}: {r['jobs_put']} jobs in {r['put_seconds']} s, RSS {mb(r['rss_kb'])} MB,"
                       f" peak {mb(r['hwm_kb'])} MB", file=sys.stderr)
-    except KeyboardInterrupt:
-        print("interrupted; stopping servers", file=sys.stderr)
-    finally:
-        bl.stop_all_servers()
+    run_guarded(run_all)
 
     print(f"\n{args.jobs:,} ready jobs, {bl.BODY_SIZE}-byte bodies, one tube, pipelined x{args.batch}:")
     tl = max([len(r["target"]) for r in results] + [6])
@@ -165,15 +164,11 @@ def main(argv=None) -> int:
               f"{mb(r['rss_before_kb']):>12} {mb(r['rss_kb']):>8} {mb(r['hwm_kb']):>8} "
               f"{('-' if bpj is None else f'{bpj:.0f}'):>7} {r['data_dir_bytes'] / 1048576:>8.1f}  "
               + "; ".join(notes))
-    if args.json:
-        meta = {"started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                "argv": sys.argv, "cpus": os.cpu_count(),
-                "beanstalkd": bl.beanstalkd_version(args.beanstalkd), "jobs": args.jobs,
-                "body_bytes": bl.BODY_SIZE}
-        with open(args.json, "w") as f:
-            json.dump({"meta": meta, "results": results}, f, indent=2)
-        print(f"\nwrote {args.json}")
-    return 1 if any(r.get("error") for r in results) else 0
+    meta = {"started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "argv": sys.argv, "cpus": os.cpu_count(),
+            "beanstalkd": bl.beanstalkd_version(args.beanstalkd), "jobs": args.jobs,
+            "body_bytes": bl.BODY_SIZE}
+    return finish(args.json, {"meta": meta, "results": results}, results)
 
 
 if __name__ == "__main__":

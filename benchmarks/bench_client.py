@@ -301,10 +301,12 @@ def connect(spec: dict) -> Client:
 
 
 def client_proc(idx: int, spec: dict, barrier, pipe, connect=connect,
-                workload=run_workload) -> None:
+                workload=run_workload, check=None) -> None:
     """One connection in its own process. Sends one result dict through pipe.
     connect(spec) -> a set-up client with prefill(n, batch, time_limit) and close();
-    workload: run_workload's signature (another dialect passes its own pair)."""
+    workload: run_workload's signature (another dialect passes its own pair);
+    check(client, spec, jobs) -> dict, run after the timed part (verifies what the workload
+    did; raises BenchError when it is wrong), is sent along as "check"."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     c = None
     try:
@@ -322,8 +324,9 @@ def client_proc(idx: int, spec: dict, barrier, pipe, connect=connect,
         t1 = time.monotonic()
         cpu1 = os.times()
         cpu = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
+        checked = check(c, spec, jobs) if check is not None else None
         pipe.send({"ok": True, "idx": idx, "jobs": jobs, "t0": t0, "t1": t1, "cpu": cpu,
-                   "drained": drained, "prefilled": prefilled, "lat": lat})
+                   "drained": drained, "prefilled": prefilled, "lat": lat, "check": checked})
     except BaseException as e:  # report, never hang the parent
         try:
             barrier.abort()

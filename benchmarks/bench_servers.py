@@ -16,7 +16,7 @@ import re
 import tempfile
 import time
 
-from bench_common import BODY, BODY_SIZE, CRLF, HOST, REPO_ROOT, SCRIPT, BenchError
+from bench_common import BODY, BODY_SIZE, CRLF, HOST, RECV_MODES, REPO_ROOT, SCRIPT, BenchError
 
 # Server command templates. Placeholders, substituted per token after shell-style splitting:
 #   {PORT} a free port on 127.0.0.1, {DIR} a fresh empty directory, {PYTHON} --python,
@@ -222,6 +222,17 @@ def stop_all_servers() -> None:
         s.stop()
 
 
+def run_guarded(body) -> None:
+    """body(), then stop every server still running; Ctrl-C or SIGTERM (see
+    install_signal_cleanup) ends body early and keeps what it measured."""
+    try:
+        body()
+    except KeyboardInterrupt:
+        print("interrupted; stopping servers", file=sys.stderr)
+    finally:
+        stop_all_servers()
+
+
 def add_server_args(ap: argparse.ArgumentParser, default_targets: str,
                     known: dict[str, str] | None = None) -> None:
     known = DEFAULT_TARGETS if known is None else known
@@ -245,6 +256,50 @@ def add_server_args(ap: argparse.ArgumentParser, default_targets: str,
                     help="interpreter substituted for {PYTHON} (default: this one, %(default)s)")
     ap.add_argument("--ready-timeout", type=float, default=30.0,
                     help="seconds to wait for a server to accept connections")
+
+
+def add_run_args(ap: argparse.ArgumentParser, repeat: int,
+                 batch_help: str = "commands per write when pipelined") -> None:
+    """The run options every load benchmark shares: --max-seconds, --repeat, --connections,
+    --batch, --prefill-timeout, --recv, --io-timeout, --json, --wait-quiet, --quiet-threshold."""
+    ap.add_argument("--max-seconds", type=float, default=120.0,
+                    help="time cap of one cell in --jobs mode")
+    ap.add_argument("--repeat", type=int, default=repeat,
+                    help="runs per cell and target (fresh server each, targets interleaved); the "
+                         "median run is reported, every rate is kept in the JSON "
+                         "(default %(default)s)")
+    ap.add_argument("--connections", default="1,4",
+                    help="comma-separated; one client process each (default %(default)s)")
+    ap.add_argument("--batch", type=int, default=100, help=batch_help)
+    ap.add_argument("--prefill-timeout", type=float, default=90.0,
+                    help="seconds allowed for pre-filling")
+    ap.add_argument("--recv", choices=RECV_MODES, default="plain",
+                    help="how the client waits for a batch's replies (default %(default)s; "
+                         "see README)")
+    ap.add_argument("--io-timeout", type=float, default=30.0, help="socket timeout")
+    ap.add_argument("--json", default=None, metavar="FILE", help="also write results as JSON")
+    ap.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS",
+                    help="before each run, wait up to SECONDS for the machine to be idle "
+                         "(other CPU use <= --quiet-threshold); default: don't wait")
+    ap.add_argument("--quiet-threshold", type=float, default=15.0, metavar="PCT",
+                    help="percent of one core counted as idle by --wait-quiet (default %(default)s)")
+
+
+def connection_counts(text: str) -> list[int]:
+    """--connections "1,4" -> [1, 4] (each 1..64)."""
+    counts = [int(x) for x in text.split(",") if x.strip()]
+    if not counts or any(c < 1 or c > 64 for c in counts):
+        raise SystemExit("--connections: comma-separated counts, each 1..64")
+    return counts
+
+
+def comma_list(text: str, known, what: str = "workload") -> list[str]:
+    """A comma-separated choice ("put,reserve-delete"), each item one of `known`."""
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    for x in items:
+        if x not in known:
+            raise SystemExit(f"unknown {what} {x!r}; known: {', '.join(known)}")
+    return items
 
 
 def resolve_targets(args, defaults: dict[str, str] | None = None

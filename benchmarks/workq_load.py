@@ -26,16 +26,14 @@ See benchmarks/README.md.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import os
-import platform
 import sys
 
 from beanstalk_load import prefill_count, run_cell, run_one
-from bench_common import BODY_SIZE, RECV_MODES
-from bench_report import pick_median, print_tables
-from bench_servers import add_server_args, install_signal_cleanup, resolve_targets, stop_all_servers
+from bench_common import BODY_SIZE
+from bench_report import finish, pick_median, print_tables, run_meta
+from bench_servers import (add_run_args, add_server_args, comma_list, connection_counts,
+                           install_signal_cleanup, resolve_targets, run_guarded)
 from workq_client import COMMANDS_PER_JOB, workq_client_proc
 
 _BOTH = ("{PYTHON} -m gateway.cli serve --listen beanstalk=127.0.0.1:{PORT}"
@@ -128,30 +126,14 @@ def parse_args(argv):
     ap.add_argument("--jobs", type=int, default=None,
                     help="instead of --duration: jobs per connection per run (bounded by "
                          "--max-seconds); lease-complete then pre-fills exactly N per queue")
-    ap.add_argument("--max-seconds", type=float, default=120.0,
-                    help="time cap of one run in --jobs mode")
-    ap.add_argument("--repeat", type=int, default=3,
-                    help="runs per workload and target (fresh server each; the beanstalk and "
-                         "workq workloads of a pair interleaved); the median is reported")
-    ap.add_argument("--connections", default="1,4", help="comma-separated (default %(default)s)")
     ap.add_argument("--workloads", default=",".join(DIALECT),
                     help="comma-separated subset of " + ", ".join(DIALECT))
-    ap.add_argument("--batch", type=int, default=100, help="commands per write")
     ap.add_argument("--prefill-rate", type=float, default=100000.0,
                     help="the reserve/lease pre-fill is sized for max(the put/add rate measured "
                          "just before, half this rate) jobs/s (default %(default)s)")
     ap.add_argument("--max-prefill", type=int, default=400000,
                     help="cap on pre-filled jobs per run, all connections (default %(default)s)")
-    ap.add_argument("--prefill-timeout", type=float, default=90.0,
-                    help="seconds allowed for pre-filling")
-    ap.add_argument("--recv", choices=RECV_MODES, default="plain",
-                    help="how the client waits for a batch's replies (see README)")
-    ap.add_argument("--io-timeout", type=float, default=30.0, help="socket timeout")
-    ap.add_argument("--json", default=None, metavar="FILE", help="also write results as JSON")
-    ap.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS",
-                    help="before each run, wait up to SECONDS for the machine to be idle")
-    ap.add_argument("--quiet-threshold", type=float, default=15.0, metavar="PCT",
-                    help="percent of one core counted as idle by --wait-quiet")
+    add_run_args(ap, repeat=3, batch_help="commands per write")
     args = ap.parse_args(argv)
     args.shared_tube = False   # run_cell / prefill_count read these beanstalk options
     if args.jobs is not None and args.jobs <= 0:
@@ -168,31 +150,16 @@ def main(argv=None) -> int:
         if "{WORKQ_PORT}" not in templates[n] or "{PORT}" not in templates[n]:
             raise SystemExit(f"target {n!r}: its command needs both {{PORT}} (beanstalk) and "
                              "{WORKQ_PORT} (workq) listeners")
-    conn_list = [int(x) for x in args.connections.split(",") if x.strip()]
-    if any(c < 1 or c > 64 for c in conn_list):
-        raise SystemExit("--connections: 1..64")
-    wanted = [w.strip() for w in args.workloads.split(",") if w.strip()]
-    for w in wanted:
-        if w not in DIALECT:
-            raise SystemExit(f"unknown workload {w!r}")
+    conn_list = connection_counts(args.connections)
+    wanted = comma_list(args.workloads, DIALECT)
 
     install_signal_cleanup()
-    meta = {
-        "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "argv": sys.argv, "host": platform.node(), "cpus": os.cpu_count(),
-        "platform": platform.platform(), "python": sys.version.split()[0],
-        "body_bytes": BODY_SIZE, "batch": args.batch, "duration": args.duration,
-        "jobs_per_connection": args.jobs, "repeat": args.repeat, "recv_mode": args.recv,
-        "wait_quiet": args.wait_quiet, "loadavg_start": os.getloadavg(),
-        "commands": {n: templates[n] for n in names},
-    }
-    print(f"# {meta['started']}  cpus={meta['cpus']}  python={meta['python']}", file=sys.stderr)
-    for n in names:
-        print(f"# {n}: {templates[n]}", file=sys.stderr)
-
+    meta = run_meta(args, names, templates, body_bytes=BODY_SIZE, duration=args.duration,
+                    jobs_per_connection=args.jobs)
     results: list[dict] = []
     failed_start: dict[str, str] = {}
-    try:
+
+    def run_all():
         for conns in conn_list:
             for pair in PAIRS:
                 ws = [w for w in pair[:2] if w in wanted]
@@ -210,20 +177,13 @@ def main(argv=None) -> int:
                         results.append({"target": t, "workload": w, "mode": MODE,
                                         "connections": conns, "dialect": DIALECT[w],
                                         "error": failed_start[t]})
-    except KeyboardInterrupt:
-        print("interrupted; stopping servers", file=sys.stderr)
-    finally:
-        stop_all_servers()
+    run_guarded(run_all)
 
     meta["loadavg_end"] = os.getloadavg()
     print_tables(results, names, ())
     rows = ratio_rows(results, names, conn_list)
     print_markdown(rows, args.repeat)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"meta": meta, "results": results, "ratios": rows}, f, indent=2)
-        print(f"\nwrote {args.json}")
-    return 1 if any(r.get("error") for r in results) else 0
+    return finish(args.json, {"meta": meta, "results": results, "ratios": rows}, results)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import time
 
 from core.model import BURIED, COMPLETED, DELAYED, READY, RESERVED, Job
 
-from .codec import UNDEFINED, map_header, map_body, num, pack_value
+from .codec import UNDEFINED, map_header, map_body, num, pack, pack_value
 
 PRIORITY_MAX = 1_000_000
 DEFAULT_MAX_ATTEMPTS = 3
@@ -100,62 +100,68 @@ def _timeline(engine, job: Job, ext: dict, created: float) -> list:
 
 _EMPTY: dict = {}
 
+#: Job fields that never vary (bunqueue features jobgate does not have: flows, BullMQ v5 options).
+_CONSTANT = {
+    "childrenIds": [], "childrenCompleted": 0, "parentId": None, "stallTimeout": None,
+    "stackTraceLimit": 10, "keepLogs": None, "sizeLimit": None, "failParentOnFailure": False,
+    "removeDependencyOnFailure": False, "continueParentOnFailure": False,
+    "ignoreDependencyOnFailure": False, "deduplicationTtl": None, "deduplicationExtend": False,
+    "deduplicationReplace": False, "debounceId": None, "debounceTtl": None,
+}
+#: Extras keys that come from PUSH options; a job with none of them has _DEFAULTS.
+_OPTION_KEYS = frozenset(("backoff", "backoffConfig", "dependsOn", "tags", "progressMessage",
+                          "stacktrace", "repeat", "durable", "lifo", "removeOnComplete",
+                          "removeOnFail", "timeout", "uniqueKey", "customId", "groupId"))
+
+
+def _options(ext: dict) -> dict:
+    timeout = ext.get("timeout")
+    return {
+        "backoff": ext.get("backoff", DEFAULT_BACKOFF_MS),
+        "backoffConfig": ext.get("backoffConfig"),
+        "dependsOn": ext.get("dependsOn", []),
+        "tags": ext.get("tags", []),
+        "progressMessage": ext.get("progressMessage"),
+        "stacktrace": ext.get("stacktrace"),
+        "repeat": ext.get("repeat"),
+        "durable": ext.get("durable", False),
+        "lifo": ext.get("lifo", False),
+        "removeOnComplete": ext.get("removeOnComplete", False),
+        "removeOnFail": ext.get("removeOnFail", False),
+        "timeout": None if timeout is None else num(timeout),
+        "uniqueKey": ext.get("uniqueKey"),
+        "customId": ext.get("customId"),
+        "groupId": ext.get("groupId"),
+    }
+
+
+_N_FIXED = len(_CONSTANT) + len(_options({}))
+_FIXED_DEFAULT = map_body(_options({})) + map_body(_CONSTANT)
+_FIXED_CONSTANT = map_body(_CONSTANT)
+
 
 def job_body(engine, job: Job, full: bool = False, outcome: bool = False) -> bytes:
     """The packed Job object of `job` (47 fields; `outcome`: plus returnvalue and failedReason,
     as GetJobByCustomId sends; `full`: plus state too, as GetJob sends). The payload is spliced
-    in as stored, not re-encoded."""
+    in as stored, not re-encoded; fields that do not vary are spliced in pre-packed (key order
+    within a Job is not significant to clients; docs/bunqueue.md)."""
     ext = job.ext if job.ext is not None else _EMPTY
     created = float(job.created_ms)
-    bunq = job.dialect == "bunqueue"
     started = ext.get("startedAt")
     done = ext.get("completedAt")
     ttl = job.ttl_ms
-    timeout = ext.get("timeout")
-    head = {"id": engine.uid_of(job), "queue": job.queue, "name": ext.get("name", "default")}
     tail = {
         "createdAt": created,
         "runAt": float(run_at(engine, job)),
         "startedAt": None if started is None else float(started),
         "completedAt": None if done is None else float(done),
         "attempts": job.fails,
-        "backoff": ext.get("backoff", DEFAULT_BACKOFF_MS),
-        "backoffConfig": ext.get("backoffConfig"),
-        "dependsOn": ext.get("dependsOn", []),
-        "childrenIds": [],
-        "childrenCompleted": 0,
-        "tags": ext.get("tags", []),
         "progress": ext.get("progress", 0),
-        "progressMessage": ext.get("progressMessage"),
-        "stacktrace": ext.get("stacktrace"),
-        "repeat": ext.get("repeat"),
-        "durable": ext.get("durable", False),
         "lastHeartbeat": float(ext.get("lastHeartbeat", started or job.created_ms)),
         "stallCount": job.timeouts,
         "priority": bq_priority(job),
-        "lifo": ext.get("lifo", False),
-        "maxAttempts": job.max_fails if bunq else max(job.max_fails, 1),
-        "removeOnComplete": ext.get("removeOnComplete", False),
-        "removeOnFail": ext.get("removeOnFail", False),
+        "maxAttempts": job.max_fails if job.dialect == "bunqueue" else max(job.max_fails, 1),
         "ttl": num(ttl) if ttl else None,
-        "timeout": None if timeout is None else num(timeout),
-        "uniqueKey": ext.get("uniqueKey"),
-        "customId": ext.get("customId"),
-        "parentId": None,
-        "groupId": ext.get("groupId"),
-        "stallTimeout": None,
-        "stackTraceLimit": 10,
-        "keepLogs": None,
-        "sizeLimit": None,
-        "failParentOnFailure": False,
-        "removeDependencyOnFailure": False,
-        "continueParentOnFailure": False,
-        "ignoreDependencyOnFailure": False,
-        "deduplicationTtl": None,
-        "deduplicationExtend": False,
-        "deduplicationReplace": False,
-        "debounceId": None,
-        "debounceTtl": None,
         "timeline": _timeline(engine, job, ext, created),
     }
     if full or outcome:
@@ -169,8 +175,10 @@ def job_body(engine, job: Job, full: bool = False, outcome: bool = False) -> byt
             tail["failedReason"] = ext["failedReason"]
         elif job.result is not None and not job.result_ok:
             tail["failedReason"] = job.result.decode("utf-8", "replace")
-    n = 4 + len(tail)
-    parts = [map_header(n), map_body(head), b"\xa4data", pack_value(job.payload, job.fmt)]
+    n = 4 + len(tail) + _N_FIXED
+    parts = [map_header(n), b"\xa2id", pack(engine.uid_of(job)), b"\xa5queue", pack(job.queue),
+             b"\xa4name", pack(ext.get("name", "default")), b"\xa4data",
+             pack_value(job.payload, job.fmt)]
     if tail.get("returnvalue") is result_value_marker:
         del tail["returnvalue"]
         parts.append(map_body(tail))
@@ -178,6 +186,11 @@ def job_body(engine, job: Job, full: bool = False, outcome: bool = False) -> byt
         parts.append(result_body(job))
     else:
         parts.append(map_body(tail))
+    if ext is _EMPTY or _OPTION_KEYS.isdisjoint(ext):
+        parts.append(_FIXED_DEFAULT)
+    else:
+        parts.append(map_body(_options(ext)))
+        parts.append(_FIXED_CONSTANT)
     return b"".join(parts)
 
 
