@@ -73,6 +73,10 @@ class Engine(Scheduling, Outcomes, Extras):
         self.evicted_jobs = 0
         self.unique: dict = {}       # (queue, dedup key) -> unfinished Job (core.extras)
         self.dependents: dict = {}   # uid -> ids of jobs waiting for it to complete
+        #: dialect -> fn(job) -> result bytes | None, run when a reservation's TTR expires
+        self.stall_handlers: dict = {}
+        #: dialects whose TTL evicts only jobs that are not reserved (bunqueue's ttl)
+        self.ttl_waiting_only: set = set()
         for name in pinned:
             self.queue(name)
 

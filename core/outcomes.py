@@ -73,6 +73,9 @@ class Outcomes:
             heappop(h)
             job = jobs.get(id)
             if job is not None and job.expires_at == at:
+                if job.state is RESERVED and job.dialect in self.ttl_waiting_only:
+                    self._expire_at(job, max(job.deadline, now + 1))   # after its lease
+                    continue
                 if job.result is None:
                     self.evicted_jobs += 1
                 self.delete(None, id, "jobgate", force=True, event="ttl-evict")
@@ -147,10 +150,18 @@ class Outcomes:
 
     def _ttr_expired(self, job: Job, q: Queue) -> None:
         """TTR ran out on reserved `job` (already out of its index): back to ready, or failed
-        with an empty result once `reserves >= max_attempts` (workq, "Max Attempts")."""
+        with an empty result once `reserves >= max_attempts` (workq, "Max Attempts"). A
+        dialect may register `stall_handlers[dialect](job) -> bytes | None` for its jobs: it
+        may count the stall, and returns a result to fail the job for good (bunqueue)."""
         job.timeouts += 1
         self.job_timeouts += 1
         self._log(job, "timeout", "jobgate")
+        h = self.stall_handlers.get(job.dialect)
+        if h is not None:
+            result = h(job)
+            if result is not None:   # the dialect dead-letters it
+                self._finish(job, q, result, False, "fail", "jobgate")
+                return
         if job.max_attempts and job.reserves >= job.max_attempts:
             self._finish(job, q, b"", False, "fail", "jobgate")
         else:

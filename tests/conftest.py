@@ -171,3 +171,24 @@ def gs(server):
     c = greenstalk.Client((ADDR_HOST, server.port))
     yield c
     c.close()
+
+
+@pytest.fixture(scope="module")
+def bq_server(tmp_path_factory):
+    """One jobgate server (SQLite, durability commit) with beanstalk, workq and bunqueue
+    listeners, shared by the tests of one module (they use distinct queue names). With
+    JOBGATE_BQ_REFERENCE=1 it is the real bunqueue server instead (tests.bunqueue_support)."""
+    from .bunqueue_support import bq_server_start
+    s = bq_server_start(tmp_path_factory.mktemp("bq"), workq=True)
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def bq(bq_server):
+    """`bq()` opens a bunqueue connection (tests.bunqueue_support.BQ) to `bq_server`; every one
+    is closed at teardown."""
+    from .bunqueue_support import Connections
+    conns = Connections(bq_server.bunqueue_port)
+    yield conns.open
+    conns.close_all()

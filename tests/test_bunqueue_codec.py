@@ -79,7 +79,9 @@ def test_several_frames_in_one_read_and_an_empty_frame():
     (pack("hello"), "Invalid command"),                            # not a map
     (pack([1, 2, 3]), "Invalid command"),
     (pack({"foo": 1}), ("Invalid command", UNDEFINED)),            # no cmd
-    (pack({"cmd": 5, "reqId": "r"}), ("Invalid command", "r")),    # cmd not a string
+    (pack({"cmd": 5, "reqId": "r"}), ("Unknown command: 5", "r")),  # cmd not a string
+    (pack({"cmd": "", "reqId": 7}), ("Invalid command", UNDEFINED)),  # empty; int reqId
+    (pack(None), "Invalid command format"),
     (b'{"cmd":"Ping"}', "Invalid command format"),                 # JSON, not MessagePack
     (bytes.fromhex("82a3636d64"), "Invalid command format"),       # truncated map
     (pack({"cmd": "Ping"}) + b"\x00", "Invalid command format"),   # trailing bytes

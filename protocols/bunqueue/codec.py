@@ -97,9 +97,11 @@ class FrameReader:
 
 def decode_command(body: bytes):
     """A frame body as a command dict, or the reference's error string for it: an empty or
-    undecodable body is "Invalid command format"; a value that is not a map is
-    "Invalid command"; a map without a string `cmd` is ("Invalid command", its reqId) (the
-    reference echoes it). Map keys may be any type; ext 0 decodes as None."""
+    undecodable body (or a nil / undefined one) is "Invalid command format"; a value that is
+    not a map is "Invalid command"; a map with no or an empty `cmd` is ("Invalid command",
+    reqId echoed when it is a string), one whose `cmd` is not a string is
+    ("Unknown command: <String(cmd)>", reqId) (reference behaviour). Map keys may be any
+    type; ext 0 decodes as None."""
     if not body:
         return "Invalid command format"
     try:
@@ -108,12 +110,29 @@ def decode_command(body: bytes):
         return "Invalid command"   # e.g. 0xc1: msgpackr reads it, as a non-map value
     except (ValueError, msgpack.ExtraData, msgpack.StackError, TypeError):
         return "Invalid command format"
+    if obj is None:
+        return "Invalid command format"   # nil or undefined: msgpackr's unpack fails on it
     if obj.__class__ is not dict:
         return "Invalid command"
-    if obj.get("cmd").__class__ is not str:
+    cmd = obj.get("cmd")
+    if cmd.__class__ is not str:
         rid = obj.get("reqId")
-        return ("Invalid command", UNDEFINED if rid is None else rid)
+        if cmd is None or cmd is False or cmd == 0:   # falsy in JavaScript: no command
+            return ("Invalid command", rid if rid.__class__ is str else UNDEFINED)
+        return (f"Unknown command: {_js_string(cmd)}", UNDEFINED if rid is None else rid)
+    if not cmd:
+        rid = obj.get("reqId")
+        return ("Invalid command", rid if rid.__class__ is str else UNDEFINED)
     return obj
+
+
+def _js_string(v) -> str:
+    """JavaScript's String(v) for the scalar types MessagePack carries."""
+    if v is True:
+        return "true"
+    if v.__class__ is float and v.is_integer():
+        return str(int(v))
+    return str(v)
 
 
 def frame(body: bytes) -> bytes:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from core.model import BURIED, COMPLETED, DELAYED, READY, RESERVED
 
-from .handlers_query import find
+from .handlers_query import find, not_active
 from .options import data_error, encode_data, number_error, queue_name
 from .registry import command, err, ok_empty
 
@@ -24,15 +24,15 @@ def _now(sess) -> int:
     return sess.engine.clock.wall_ms()
 
 
-def _not_found(id) -> dict:
-    return err(f"Job not found: {id}")
+def _not_found(id=None) -> dict:
+    return err("Job not found")
 
 
 @command("Cancel", mutating=True)
 def cancel(sess, cmd: dict):
     job = find(sess, cmd.get("id"))
     if job is None or job.state not in (READY, DELAYED):
-        return _not_found(cmd.get("id"))
+        return err("Job not found or cannot be cancelled")
     sess.engine.delete(None, job.id, "bunqueue", force=True, event="cancel")
     return ok_empty()
 
@@ -40,8 +40,9 @@ def cancel(sess, cmd: dict):
 @command("Progress", mutating=True)
 def progress(sess, cmd: dict):
     job = find(sess, cmd.get("id"))
-    if job is None or job.state is not RESERVED:
-        return err("Job not found or not active")
+    msg = not_active(sess, job)
+    if msg:
+        return err(msg)
     p = cmd.get("progress")
     msg = number_error(p, "progress", 0, 100, required=True)
     if msg:
@@ -58,7 +59,7 @@ def progress(sess, cmd: dict):
 def update(sess, cmd: dict):
     job = find(sess, cmd.get("id"))
     if job is None:
-        return _not_found(cmd.get("id"))
+        return err("Job not found or cannot be updated")
     data = cmd.get("data")
     msg = data_error(data)
     if msg:
@@ -71,8 +72,8 @@ def update(sess, cmd: dict):
 @command("ChangePriority", mutating=True)
 def change_priority(sess, cmd: dict):
     job = find(sess, cmd.get("id"))
-    if job is None or job.state in (COMPLETED, BURIED):
-        return _not_found(cmd.get("id"))
+    if job is None or job.state not in (READY, DELAYED):
+        return err("Job not found or not in queue")
     p = cmd.get("priority")
     msg = number_error(p, "priority", -1_000_000, 1_000_000, required=True)
     if msg:
@@ -86,7 +87,7 @@ def promote(sess, cmd: dict):
     job = find(sess, cmd.get("id"))
     e = sess.engine
     if job is None or job.state is not DELAYED or e.blocked(job):
-        return err(f"Job not found or not delayed: {cmd.get('id')}")
+        return err("Job not found or not delayed")
     e.requeue(job, 0, "promote", "bunqueue")
     return ok_empty()
 
@@ -94,14 +95,14 @@ def promote(sess, cmd: dict):
 @command("MoveToDelayed", mutating=True)
 def move_to_delayed(sess, cmd: dict):
     job = find(sess, cmd.get("id"))
-    if job is None or job.state is not RESERVED:
-        return err(f"Job not found or not active: {cmd.get('id')}")
+    e = sess.engine
+    if job is None or job.state not in (RESERVED, READY, DELAYED) or e.blocked(job):
+        return _not_found()
     d = cmd.get("delay")
     msg = number_error(d, "delay", 0, 365 * 86_400_000, required=True)
     if msg:
         return err(msg)
     sess.info.locks.pop(job.id, None)
-    e = sess.engine
     e.requeue(job, int(d), "release", "bunqueue")
     e.update_ext(job, runAt=_now(sess) + int(d))
     return ok_empty()
@@ -111,12 +112,11 @@ def move_to_delayed(sess, cmd: dict):
 def discard(sess, cmd: dict):
     job = find(sess, cmd.get("id"))
     if job is None:
-        return _not_found(cmd.get("id"))
+        return _not_found()
     sess.info.locks.pop(job.id, None)
-    if not sess.engine.dead_letter(job, b"discarded", "bunqueue"):
-        return _not_found(cmd.get("id"))
-    sess.engine.update_ext(job, failedReason="discarded", dlqReason="explicit_fail",
-                           dlqAt=_now(sess))
+    if not sess.engine.dead_letter(job, b"", "bunqueue"):
+        return _not_found()
+    sess.engine.update_ext(job, dlqReason="unknown", dlqAt=_now(sess))
     return ok_empty()
 
 
@@ -147,18 +147,21 @@ def _delete_where(sess, queue: str, pred, limit: int | None = None, event="delet
                   key=lambda j: j.id)
     if limit is not None:
         jobs = jobs[:limit]
+    ids = []
     for j in jobs:
         sess.info.locks.pop(j.id, None)
+        ids.append(e.uid_of(j))
         e.delete(None, j.id, "bunqueue", force=True, event=event)
-    return len(jobs)
+    return ids
 
 
 @command("Drain", mutating=True)
 def drain(sess, cmd: dict):
     e = sess.engine
-    n = _delete_where(sess, queue_name(cmd.get("queue")),
-                      lambda j: j.state is READY or (j.state is DELAYED and not e.blocked(j)),
-                      event="drain")
+    n = len(_delete_where(sess, queue_name(cmd.get("queue")),
+                          lambda j: j.state is READY or (j.state is DELAYED
+                                                         and not e.blocked(j)),
+                          event="drain"))
     return {"ok": True, "count": n}
 
 
@@ -191,8 +194,8 @@ def clean(sess, cmd: dict):
             return False
         t = (j.ext or {}).get("completedAt") or j.created_ms
         return t <= cutoff
-    n = _delete_where(sess, queue_name(cmd.get("queue")), old, limit, event="clean")
-    return {"ok": True, "count": n}
+    ids = _delete_where(sess, queue_name(cmd.get("queue")), old, limit, event="clean")
+    return {"ok": True, "count": len(ids), "ids": ids}
 
 
 # --------------------------------------------------------------------- DLQ
@@ -219,8 +222,8 @@ def retry_dlq(sess, cmd: dict):
 
 @command("PurgeDlq", mutating=True)
 def purge_dlq(sess, cmd: dict):
-    n = _delete_where(sess, queue_name(cmd.get("queue")), lambda j: j.state is BURIED,
-                      event="purge")
+    n = len(_delete_where(sess, queue_name(cmd.get("queue")), lambda j: j.state is BURIED,
+                          event="purge"))
     return {"ok": True, "count": n}
 
 
@@ -245,7 +248,7 @@ def retry_completed(sess, cmd: dict):
 def add_log(sess, cmd: dict):
     job = find(sess, cmd.get("id"))
     if job is None:
-        return _not_found(cmd.get("id"))
+        return _not_found()
     msg = cmd.get("message")
     level = cmd.get("level") or "info"
     if job.ext is None:
@@ -274,16 +277,18 @@ def register_worker(sess, cmd: dict):
 
 @command("UnregisterWorker")
 def unregister_worker(sess, cmd: dict):
-    removed = sess.info.workers.pop(cmd.get("workerId"), None) is not None
-    return {"ok": True, "data": {"removed": removed}}
+    if sess.info.workers.pop(cmd.get("workerId"), None) is None:
+        return err("Worker not found")
+    return {"ok": True, "data": {"removed": True}}
 
 
 @command("Heartbeat")
 def heartbeat(sess, cmd: dict):
     w = sess.info.workers.get(cmd.get("id"))
-    if w is not None:
-        w["lastSeen"] = float(_now(sess))
-    return {"ok": True, "data": {"ok": w is not None}}
+    if w is None:
+        return err("Worker not found")
+    w["lastSeen"] = float(_now(sess))
+    return {"ok": True, "data": {"ok": True}}
 
 
 @command("SubscribeEvents")

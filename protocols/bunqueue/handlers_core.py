@@ -13,7 +13,7 @@ from core.model import DELAYED, RESERVED, TIMED_OUT, Waiter
 from .codec import pack, UNDEFINED
 from .info import DEFAULT_LOCK_TTL_MS
 from .jobview import DEFAULT_BACKOFF_MS, DEFAULT_MAX_ATTEMPTS, job_body, new_id
-from .options import (build_ext, data_error, encode_data, number_error, options_error,
+from .options import (DATA_MAX, build_ext, data_error, encode_data, number_error, options_error,
                       queue_error, queue_name)
 from .registry import PENDING, Spliced, command, err, ok_empty
 
@@ -104,7 +104,7 @@ def push(sess, cmd: dict):
     r = _push_one(sess, queue_name(q), cmd)
     if r.__class__ is dict:
         return r
-    sess.info.publish("waiting", queue_name(q), r, _now(sess))
+    sess.info.publish("pushed", queue_name(q), r, _now(sess))
     return {"ok": True, "id": r}
 
 
@@ -118,12 +118,25 @@ def push_batch(sess, cmd: dict):
     jobs = cmd.get("jobs")
     if jobs.__class__ is not list:
         return err("jobs must be an array")
+    e = sess.engine
+    batch_ids = {str(o.get("customId") or o.get("jobId")) for o in jobs
+                 if o.__class__ is dict and (o.get("customId") or o.get("jobId"))}
     for i, opts in enumerate(jobs):   # validate all before creating any (no half batch)
         if opts.__class__ is not dict:
             return err(f"jobs[{i}]: Invalid job")
         msg = data_error(opts.get("data")) or options_error(opts)
         if msg:
             return err(f"jobs[{i}]: {msg}")
+        data = opts.get("data")
+        if data.__class__ is str and len(data) > DATA_MAX // 4 and \
+                len(data.encode("utf-8")) > DATA_MAX:
+            return err(f"jobs[{i}]: Job data too large (max 10MB)")
+        if data.__class__ is not str and data.__class__ in (list, dict, bytes) \
+                and len(pack(data)) > DATA_MAX:
+            return err(f"jobs[{i}]: Job data too large (max 10MB)")
+        for d in opts.get("dependsOn") or ():
+            if str(d) not in batch_ids and e.find_uid(str(d)) is None:
+                return err(f"jobs[{i}]: Dependency job not found: {d}")
     ids = []
     for i, opts in enumerate(jobs):
         r = _push_one(sess, queue, opts, f"jobs[{i}]: ", True)
@@ -133,7 +146,7 @@ def push_batch(sess, cmd: dict):
     if sess.info.subscribers:
         now = _now(sess)
         for uid in ids:
-            sess.info.publish("waiting", queue, uid, now)
+            sess.info.publish("pushed", queue, uid, now)
     return {"ok": True, "ids": ids}
 
 
@@ -257,9 +270,7 @@ def _active(sess, id, token):
             return err(f"Lock token required for job {sid}")
         if token != lock:
             return err(f"Invalid or expired lock token for job {sid}")
-    elif token is not None:
-        return err(f"Invalid or expired lock token for job {sid}")
-    return job
+    return job   # a token for a job pulled without a lock is ignored (reference)
 
 
 def _ack(sess, job, result, remove) -> None:
@@ -277,7 +288,7 @@ def _ack(sess, job, result, remove) -> None:
     if remove or ext.get("removeOnComplete"):
         e.delete(None, job.id, "bunqueue", force=True, event="remove")
     if sess.info.subscribers:
-        sess.info.publish("completed", job.queue, e.uid_of(job), now)
+        sess.info.publish("completed", job.queue, e.uid_of(job), now, data=result)
 
 
 @command("ACK", mutating=True)
@@ -332,7 +343,7 @@ def fail(sess, cmd: dict):
     e = sess.engine
     now = _now(sess)
     error = cmd.get("error")
-    error = "" if error is None else str(error)
+    error = None if error is None else str(error)
     sess.info.locks.pop(job.id, None)
     ext = job.ext
     if ext is None:
@@ -347,12 +358,12 @@ def fail(sess, cmd: dict):
         tl.append({"state": "active", "timestamp": float(ext["startedAt"])})
     tl.append({"state": "failed", "timestamp": float(now), "error": error,
                "attempt": job.fails + 1})
+    raw = b"" if error is None else error.encode()
     if cmd.get("unrecoverable") is True:
         job.fails += 1
-        ext["dlqReason"] = "explicit_fail"
-        e.dead_letter(job, error.encode(), "bunqueue", "fail")
+        e.dead_letter(job, raw, "bunqueue", "fail")
     else:
-        e.fail(job, error.encode(), "bunqueue", backoff_ms(job, job.fails + 1))
+        e.fail(job, raw, "bunqueue", backoff_ms(job, job.fails + 1))
         if job.result is None:   # retried
             tl.append({"state": "waiting", "timestamp": float(now), "attempt": job.fails + 1})
             ext["runAt"] = now + (job.ready_at - e.clock.monotonic_ms()
@@ -367,7 +378,7 @@ def fail(sess, cmd: dict):
             e.delete(None, job.id, "bunqueue", force=True, event="remove")
     e._mark(job)
     if sess.info.subscribers:
-        sess.info.publish("failed", job.queue, e.uid_of(job), now)
+        sess.info.publish("failed", job.queue, e.uid_of(job), now, error=error)
     return ok_empty()
 
 
@@ -388,8 +399,9 @@ def _renew(sess, id, token, ttl: int = 0) -> bool:
 
 @command("JobHeartbeat")
 def job_heartbeat(sess, cmd: dict):
-    ok = _renew(sess, cmd.get("id"), cmd.get("token"))
-    return {"ok": True, "data": {"ok": ok}}
+    if not _renew(sess, cmd.get("id"), cmd.get("token")):
+        return err("Job not found or not active (or invalid token)")
+    return {"ok": True, "data": {"ok": True}}
 
 
 @command("JobHeartbeatB")
@@ -408,7 +420,7 @@ def extend_lock(sess, cmd: dict):
     d = cmd.get("duration")
     ttl = int(d) if d.__class__ in (int, float) and d > 0 else 0
     if not _renew(sess, cmd.get("id"), cmd.get("token"), ttl):
-        return err(f"Invalid or expired lock token for job {cmd.get('id')}")
+        return err("Lock not found or invalid token")
     return ok_empty()
 
 

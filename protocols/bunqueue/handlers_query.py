@@ -12,7 +12,7 @@ from core.model import BURIED, COMPLETED, DELAYED, READY, RESERVED, TIMED_OUT
 
 from .codec import UNDEFINED, num, splice_map
 from .jobview import bq_priority, job_body, result_body, state_name
-from .options import queue_name
+from .options import number_error, queue_name
 from .registry import PENDING, Spliced, command, err
 
 
@@ -75,11 +75,21 @@ def get_result(sess, cmd: dict):
     return Spliced({"ok": True, "id": id}, [("result", result_body(job))])
 
 
+def not_active(sess, job) -> str | None:
+    """The reference's error for a progress command on `job`, or None when it is active."""
+    if job is None:
+        return "Job not found"
+    if job.state is not RESERVED:
+        return f"Job is not active (current state: {state_name(sess.engine, job)})"
+    return None
+
+
 @command("GetProgress")
 def get_progress(sess, cmd: dict):
     job = find(sess, cmd.get("id"))
-    if job is None:
-        return err("Job not found")
+    msg = not_active(sess, job)
+    if msg:
+        return err(msg)
     ext = job.ext or {}
     return {"ok": True, "progress": ext.get("progress", 0),
             "message": ext.get("progressMessage")}
@@ -91,7 +101,10 @@ def wait_job(sess, cmd: dict):
     if job is None:
         return err("Job not found")
     t = cmd.get("timeout")
-    timeout = int(t) if t.__class__ in (int, float) and t >= 0 else 30000
+    msg = number_error(t, "timeout", 0, 600000)
+    if msg:
+        return err(msg)
+    timeout = 30000 if t is None else int(t)
     e = sess.engine
     rid = sess.rid
 
@@ -156,10 +169,10 @@ def get_counts_per_priority(sess, cmd: dict):
     queue = queue_name(cmd.get("queue"))
     q = sess.engine.queues.get(queue)
     out: dict = {}
-    if q is not None:
-        for x in q.ready:
-            if x[3].hver == x[2]:
-                p = bq_priority(x[3])
+    if q is not None:   # waiting and delayed jobs, keyed by the priority as a string
+        for x in q.ready + q.delayed:
+            if x[3].hver == x[2] and not sess.engine.blocked(x[3]):
+                p = str(bq_priority(x[3]))
                 out[p] = out.get(p, 0) + 1
     return {"ok": True, "queue": queue, "counts": out}
 
@@ -179,8 +192,7 @@ def get_jobs(sess, cmd: dict):
     e = sess.engine
     jobs = _jobs_of(sess, queue)
     if state is not None:
-        jobs = [j for j in jobs if state_name(e, j) == state
-                or (state == "waiting" and state_name(e, j) == "prioritized")]
+        jobs = [j for j in jobs if state_name(e, j) == state]
     return job_list(sess, jobs[offset:offset + limit])
 
 
@@ -272,7 +284,8 @@ def get_logs(sess, cmd: dict):
     job = find(sess, cmd.get("id"))
     logs = [] if job is None or job.ext is None else job.ext.get("logs", [])
     return {"ok": True, "data": {"logs": [
-        {"message": m, "level": lv, "timestamp": float(t)} for m, lv, t in logs]}}
+        {"message": m, "level": lv, "timestamp": float(t)} for m, lv, t in logs],
+        "count": len(logs)}}
 
 
 # -------------------------------------------------------------- monitoring

@@ -16,6 +16,8 @@ CAPABILITIES = ["pipelining", "separate-job-name"]
 #: The bunqueue server version whose protocol jobgate speaks (Hello's `version`).
 SPEAKS_VERSION = "2.9.5"
 DEFAULT_LOCK_TTL_MS = 30_000
+#: Lock expiries after which a job goes to the DLQ with reason "stalled" (reference maxStalls).
+MAX_STALLS = 3
 
 
 class BunqueueInfo:
@@ -42,7 +44,30 @@ class BunqueueInfo:
         self.total_pulled = 0
         self.total_completed = 0
         self.total_failed = 0
+        engine.stall_handlers["bunqueue"] = self.stalled
+        engine.ttl_waiting_only.add("bunqueue")
 
+    def stalled(self, job) -> bytes | None:
+        """A bunqueue job's lock (TTR) expired: it counts an attempt and a stall (reference
+        lockManager); at maxAttempts, or after MAX_STALLS stalls, it goes to the DLQ: returns
+        the failure text then, else None (the engine requeues it)."""
+        self.locks.pop(job.id, None)
+        job.fails += 1
+        ext = job.ext
+        if ext is None:
+            ext = job.ext = {}
+        ext.pop("startedAt", None)
+        if job.fails >= job.max_fails:
+            reason, error = "max_attempts_exceeded", \
+                f"Lock expired at max attempts ({job.max_fails})"
+        elif job.timeouts >= MAX_STALLS:
+            reason, error = "stalled", f"Lock expired after {job.timeouts} renewals"
+        else:
+            return None
+        now = self.engine.clock.wall_ms()
+        ext.update(dlqReason=reason, dlqAt=now, failedReason=error)
+        self.total_failed += 1
+        return error.encode()
     def check_token(self, token) -> bool:
         """True when `token` is one of the configured tokens (constant-time compare)."""
         if token.__class__ is not str:
@@ -53,9 +78,11 @@ class BunqueueInfo:
             ok |= hmac.compare_digest(t, good)
         return ok
 
-    def publish(self, event_type: str, queue: str, job_id: str, now_ms: int) -> None:
-        """Send an event frame to every subscriber that watches `queue` (or every queue)."""
+    def publish(self, event_type: str, queue: str, job_id: str, now_ms: int,
+                **extra) -> None:
+        """Send an event frame to every subscriber that watches `queue` (or every queue);
+        `extra`: `data` (a completed job's result) or `error` (a failure's message)."""
         if not self.subscribers:
             return
         for s in list(self.subscribers):
-            s.event(event_type, queue, job_id, now_ms)
+            s.event(event_type, queue, job_id, now_ms, extra)

@@ -173,7 +173,7 @@ def job_body(engine, job: Job, full: bool = False, outcome: bool = False) -> byt
             tail["returnvalue"] = result_value_marker
         if ext.get("failedReason") is not None:   # the last FAIL's error, also while retrying
             tail["failedReason"] = ext["failedReason"]
-        elif job.result is not None and not job.result_ok:
+        elif job.result and not job.result_ok:   # a failure text from another dialect
             tail["failedReason"] = job.result.decode("utf-8", "replace")
     n = 4 + len(tail) + _N_FIXED
     parts = [map_header(n), b"\xa2id", pack(engine.uid_of(job)), b"\xa5queue", pack(job.queue),

@@ -108,14 +108,17 @@ class Session:
         if not self.closed:
             self.deliver(encode(reply, rid), need_commit)
 
-    def event(self, event_type: str, queue: str, job_id: str, now_ms: int) -> None:
+    def event(self, event_type: str, queue: str, job_id: str, now_ms: int,
+              extra: dict | None = None) -> None:
         """An unsolicited event frame, when this connection subscribed to `queue`."""
         subs = self.subscribed
         if subs is None or (subs and queue not in subs) or self.closed:
             return
-        self.deliver(frame(pack({"type": "event", "event": {
-            "eventType": event_type, "queue": queue, "jobId": job_id,
-            "timestamp": float(now_ms)}})), False)
+        ev = {"eventType": event_type, "queue": queue, "jobId": job_id,
+              "timestamp": float(now_ms)}
+        if extra:
+            ev.update(extra)
+        self.deliver(frame(pack({"type": "event", "event": ev})), False)
 
     # ----------------------------------------------------------------- close
     def close(self) -> None:

@@ -249,9 +249,12 @@ class Session:
     def _lookup(self, arg: bytes, check_v4: bool = True):
         """The job whose id is `arg`: Job, or an error reply (Invalid ID / -NOT-FOUND)."""
         u = parse_id(arg)
-        if u is None or (check_v4 and not u[1]):
+        if u is None:
             return INVALID_ID
         job = self.engine.find_uid(u[0])
+        if check_v4 and not u[1]:
+            # workq ids are UUIDv4; another dialect's job (a bunqueue UUIDv7) is still found
+            return job if job is not None else INVALID_ID
         return R.NOT_FOUND if job is None else job
 
     def _finish(self, c, op):
@@ -277,10 +280,10 @@ class Session:
         u = parse_id(c.args[0])
         if u is None:
             return INVALID_ID
-        if not u[1]:   # the reference ignores this validation error: +OK, nothing deleted
-            return R.OK
         e = self.engine
         job = e.find_uid(u[0])
+        if not u[1] and job is None:   # the reference ignores this error: +OK, nothing deleted
+            return R.OK
         if job is None:
             return R.NOT_FOUND
         e.delete(None, job.id, "workq", force=True)
@@ -291,7 +294,7 @@ class Session:
         if c.flags:
             return ARGS
         u = parse_id(c.args[0])
-        if u is None or not u[1]:
+        if u is None or not (u[1] or self.engine.find_uid(u[0]) is not None):
             return INVALID_ID
         wait = _timeout(c.args[1])
         if wait is None:
