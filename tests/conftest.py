@@ -192,3 +192,20 @@ def bq(bq_server):
     conns = Connections(bq_server.bunqueue_port)
     yield conns.open
     conns.close_all()
+
+
+@pytest.fixture
+def servers():
+    """Start servers with `servers(url, ...)`; every one is stopped (or reaped) at teardown."""
+    started: list[Server] = []
+
+    def start(*args, **kw) -> Server:
+        s = Server(*args, **kw)
+        started.append(s)
+        return s
+    yield start
+    for s in started:
+        if s.proc.poll() is None:
+            s.kill()
+        else:
+            s.proc.communicate()

@@ -8,30 +8,12 @@ acknowledged reply, starts a second one on the same database and inspects it ove
 """
 from __future__ import annotations
 
-import pytest
 
 from .bunqueue_support import BQ, qname
-from .support import Server
-
-
-@pytest.fixture
-def servers():
-    started: list[Server] = []
-
-    def start(url: str) -> Server:
-        s = Server(url, durability="commit", bunqueue=True)
-        started.append(s)
-        return s
-    yield start
-    for s in started:
-        if s.proc.poll() is None:
-            s.kill()
-        else:
-            s.proc.communicate()
 
 
 def test_everything_acknowledged_survives_kill9(db_url, servers):
-    s = servers(db_url)
+    s = servers(db_url, bunqueue=True)
     c = BQ(s.bunqueue_port, timeout=10)
     q = qname("dur")
     done = c.push(q, {"k": [1, 2]}, name="email", priority=7, tags=["t"], jobId="custom-1",
@@ -58,7 +40,7 @@ def test_everything_acknowledged_survives_kill9(db_url, servers):
     counts_before = c.counts(q)
     s.kill()
 
-    s2 = servers(db_url)
+    s2 = servers(db_url, bunqueue=True)
     c = BQ(s2.bunqueue_port, timeout=10)
     j = c.call("GetJob", id=done)["job"]
     assert (j["state"], j["name"], j["data"], j["priority"], j["tags"], j["returnvalue"],
@@ -86,14 +68,14 @@ def test_everything_acknowledged_survives_kill9(db_url, servers):
 
 
 def test_unmet_dependency_still_waits_after_restart(db_url, servers):
-    s = servers(db_url)
+    s = servers(db_url, bunqueue=True)
     c = BQ(s.bunqueue_port, timeout=10)
     q = qname("dep")
     parent = c.push(q, 1)
     child = c.push(q, 2, dependsOn=[parent])
     assert c.state(child) == "waiting-children"
     s.kill()
-    s2 = servers(db_url)
+    s2 = servers(db_url, bunqueue=True)
     c = BQ(s2.bunqueue_port, timeout=10)
     assert c.state(child) == "waiting-children"
     assert c.pull(q)["job"]["id"] == parent

@@ -11,9 +11,8 @@ import os
 import threading
 
 import greenstalk
-import pytest
 
-from .support import Raw, Server
+from .support import Raw
 
 N = 10_000
 
@@ -38,23 +37,6 @@ def pipeline(r: Raw, cmds: list[bytes], batch: int = 500) -> list[bytes]:
         r.send(b"".join(chunk))
         out.extend(r.reply() for _ in chunk)
     return out
-
-
-@pytest.fixture
-def servers():
-    """Start servers with `servers(url, ...)`; every one is stopped (or reaped) at teardown."""
-    started: list[Server] = []
-
-    def start(*args, **kw) -> Server:
-        s = Server(*args, **kw)
-        started.append(s)
-        return s
-    yield start
-    for s in started:
-        if s.proc.poll() is None:
-            s.kill()
-        else:
-            s.proc.communicate()
 
 
 # ============================================================================ kill -9, 10,000

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import time
 
-import pytest
 
 from .server_support import wait_until
-from .support import Server
 from .workq_support import (OK, TIMEOUT, WorkqRaw, add_cmd, complete_cmd, fail_cmd,
                             lease_frame, new_uid, parse_entries, result_frame, schedule_cmd)
 
@@ -35,25 +33,8 @@ def pipeline(c: WorkqRaw, cmds: list[bytes], batch: int = 500) -> list[bytes]:
     return out
 
 
-@pytest.fixture
-def servers():
-    """Start workq servers with `servers(url)`; every one is stopped (or reaped) at teardown."""
-    started: list[Server] = []
-
-    def start(url: str) -> Server:
-        s = Server(url, durability="commit", workq=True)
-        started.append(s)
-        return s
-    yield start
-    for s in started:
-        if s.proc.poll() is None:
-            s.kill()
-        else:
-            s.proc.communicate()
-
-
 def test_10000_pipelined_adds_survive_kill9(db_url, servers):
-    s = servers(db_url)
+    s = servers(db_url, workq=True)
     c = WorkqRaw(s.workq_port, timeout=30)
     uids = [new_uid() for _ in range(N)]
     replies = pipeline(c, [add_cmd(u, "durable", payload_of(i), ttr=60_000, ttl=3_600_000,
@@ -63,7 +44,7 @@ def test_10000_pipelined_adds_survive_kill9(db_url, servers):
     assert s.proc.returncode == -9
     assert replies == [OK] * N
 
-    s2 = servers(db_url)
+    s2 = servers(db_url, workq=True)
     c = WorkqRaw(s2.workq_port, timeout=30)
     try:
         assert c.cmd(b"inspect queue durable\r\n") == (
@@ -93,7 +74,7 @@ def _utc(seconds_from_now: int) -> str:
 
 
 def test_results_counts_leases_schedules_and_ttls_survive_kill9(db_url, servers):
-    s = servers(db_url)
+    s = servers(db_url, workq=True)
     c = WorkqRaw(s.workq_port)
     done, failed, retried, leased, sched, short, long_ = (new_uid() for _ in range(7))
     when = _utc(3600)
@@ -122,7 +103,7 @@ def test_results_counts_leases_schedules_and_ttls_survive_kill9(db_url, servers)
     # restart once the short TTL is over: its stored end must evict it at once, not 3 s
     # after the restart (which a TTL restarted at load would do)
     time.sleep(max(0.0, short_added + 3.2 - time.monotonic()))
-    s2 = servers(db_url)
+    s2 = servers(db_url, workq=True)
     c = WorkqRaw(s2.workq_port)
     try:
         def job(u: str):
@@ -162,7 +143,7 @@ def test_results_counts_leases_schedules_and_ttls_survive_kill9(db_url, servers)
 
 
 def test_deletes_and_run_jobs_do_not_come_back_after_kill9(db_url, servers):
-    s = servers(db_url)
+    s = servers(db_url, workq=True)
     c = WorkqRaw(s.workq_port)
     keep, gone, ran = new_uid(), new_uid(), new_uid()
     assert c.cmd(add_cmd(keep, "st-del", b"keep")) == OK
@@ -172,7 +153,7 @@ def test_deletes_and_run_jobs_do_not_come_back_after_kill9(db_url, servers):
     assert c.reply() == TIMEOUT                        # no worker: the run's job is deleted
     s.kill()
     c.close()
-    s2 = servers(db_url)
+    s2 = servers(db_url, workq=True)
     c = WorkqRaw(s2.workq_port)
     try:
         assert c.inspect_job(gone) is None and c.inspect_job(ran) is None
