@@ -17,6 +17,8 @@ Units: ms; deadlines are monotonic ms.
 """
 from __future__ import annotations
 
+from heapq import heappush
+
 from .model import BURIED, COMPLETED, DELAYED, READY, RESERVED, Job, Owner
 
 #: How far in the future a job waiting for dependencies is parked (ms, about 100 years).
@@ -169,6 +171,60 @@ class Extras:
         self._leave(job, q)
         self._finish(job, q, result, False, event, dialect)
         return True
+
+    def put_plain(self, queue: str, items: list, ttr_ms: int, dialect: str, max_fails: int,
+                  event: str) -> list[Job]:
+        """Create ready jobs of priority rank 0 in `queue` from `items`, a list of
+        (payload bytes, fmt, uid str, ext dict | None) with no dependencies, dedup keys,
+        delay or TTL: the same as put() for each, in one pass (bunqueue PUSHB).
+        Returns the jobs, in order."""
+        out: list[Job] = []
+        if not items:
+            return out
+        now = self.clock.wall_ms()
+        q = self.queues.get(queue) or self.queue(queue)
+        jobs = self.jobs
+        by_uid = self.by_uid
+        ready = q.ready
+        j = self.journal
+        if j is not None:
+            if queue not in j.known_queues:
+                j.queue_seen(queue)
+            events = j.events if j.history else None
+            dirty = j.dirty
+        nid = self.next_id
+        for payload, fmt, uid, ext in items:
+            job = Job(nid, queue, payload, 0, ttr_ms, 0, now, dialect, uid)
+            jobs[nid] = job
+            by_uid[uid] = job
+            job.fmt = fmt
+            job.max_fails = max_fails
+            job.hver = 1
+            if ext is not None:
+                job.ext = ext
+                heappush(ready, (0, self.lifo_key(job), 1, job))
+            else:
+                heappush(ready, (0, nid, 1, job))
+            if j is not None:
+                if events is not None:
+                    events.append((nid, queue, dialect, event, now, 0))
+                dirty[nid] = job
+            out.append(job)
+            nid += 1
+        n = len(out)
+        self.next_id = nid
+        q.total_jobs += n
+        self.total_jobs += n
+        q.n_ready += n
+        if j is not None:
+            j.records += n
+            if not j.pending:
+                j.pending = True
+                if j.on_pending is not None:
+                    j.on_pending()
+        if q.waiting:
+            self._dispatch(q)
+        return out
 
     def lifo_key(self, job: Job) -> int:
         """The tie-break key among equal priorities: the id, negated for LIFO jobs."""

@@ -25,27 +25,29 @@ MAX_TIMELINE = 20
 
 _last_ms = 0
 _seq = 0
+_head = ""
 _rand = int.from_bytes(os.urandom(8), "big")
 
 
 def new_id(now_ms: int | None = None) -> str:
     """A UUIDv7 string (RFC 9562): 48-bit ms timestamp, version 7, a 12-bit counter that keeps
-    ids of one ms ordered, variant 10 and 62 bits that are random per process + a sequence."""
-    global _last_ms, _seq, _rand
+    ids of one ms ordered (random start each ms), variant 10 and 62 bits that step through a
+    random sequence per process. Unique within the process; ordered by creation."""
+    global _last_ms, _seq, _rand, _head
     ms = int(time.time() * 1000) if now_ms is None else now_ms
     if ms > _last_ms:
         _last_ms = ms
-        _seq = int.from_bytes(os.urandom(1), "big")   # random start, as msgpackr's peers do
+        _seq = os.urandom(1)[0]
+        _head = "%08x-%04x-7" % (ms >> 16, ms & 0xFFFF)
     else:
-        ms = _last_ms
         _seq += 1
         if _seq > 0xFFF:
             _last_ms += 1
-            ms = _last_ms
             _seq = 0
+            _head = "%08x-%04x-7" % (_last_ms >> 16, _last_ms & 0xFFFF)
     _rand = (_rand + 0x9E3779B97F4A7C15) & 0x3FFFFFFFFFFFFFFF
-    return "%08x-%04x-7%03x-%04x-%012x" % (
-        ms >> 16, ms & 0xFFFF, _seq, 0x8000 | (_rand >> 48), _rand & 0xFFFFFFFFFFFF)
+    r = _rand
+    return "%s%03x-%04x-%012x" % (_head, _seq, 0x8000 | (r >> 48), r & 0xFFFFFFFFFFFF)
 
 
 def bq_priority(job: Job) -> int:

@@ -187,6 +187,9 @@ async function main() {
     });
     // the worker reports after the server: let its events catch up
     await waitFor("worker completed events", async () => Object.keys(completed).length >= expectCompleted, 5000);
+    // the last FAIL's reply (and so the worker's "failed" event) can arrive after another
+    // connection already sees the job failed: wait for the events too
+    await waitFor("worker failed events", async () => failedEvents.length >= 3, 5000);
 
     out.maxActive = maxActive;
     out.calls = calls;
