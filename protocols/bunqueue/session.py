@@ -18,7 +18,8 @@ import time
 
 from core.model import Owner
 
-from . import handlers_control, handlers_core, handlers_query  # noqa: F401  (registration)
+from . import (handlers_control, handlers_core, handlers_outcome,  # noqa: F401 (registration)
+               handlers_query)
 from .codec import UNDEFINED, decode_command, frame, pack, splice_map
 from .info import CAPABILITIES, PROTOCOL_VERSIONS, SPEAKS_VERSION, BunqueueInfo
 from .registry import HANDLERS, MUTATING, PENDING, Spliced, command, err, ok_empty
