@@ -11,6 +11,18 @@ an absent value (`UNDEF`) from nil (`None`). `UNDEF` can also be sent.
     c.send({"cmd": "Ping", "reqId": "a"}, {...})   # several frames in ONE write
     c.recv_n(2)                                    # the next two frames, in arrival order
 
+The command tests (test_bunqueue_push.py, _pull_ack, _query, _control, _monitoring) check
+every bunqueue command over a real socket against jobgate: reply shapes (keys, values, wire types
+where they matter) and error strings. Contract: ../shared/specs/bunqueue-tcp-protocol.txt; where
+it is silent, bunqueue 2.9.5 (../shared/reference/bunqueue-golden.json and its sources);
+jobgate's deliberate differences are in docs/bunqueue.md. A case where jobgate answers otherwise
+than the reference, without being a documented difference, is marked `xbug()` (strict xfail) with
+the reference's reply in the reason; `jobgate_only()` skips a jobgate choice in reference mode.
+One server per module (tests/conftest.py `bq_server`); every test uses fresh queue names
+(`qname()`). JOBGATE_BQ_REFERENCE=1 runs the same tests against the real bunqueue server. Their
+reply helpers are at the end of this file: `OK`, `err()`, `counts()`, `keys()`, `job()` and the
+Job key lists.
+
 `bq_server_start()` starts jobgate (tests/support.Server with bunqueue=True), or the reference
 bunqueue server when JOBGATE_BQ_REFERENCE=1 (tests/bunqueue_real.py; used to check what these
 tests expect, never in CI).
@@ -25,6 +37,7 @@ import time
 import uuid
 
 import msgpack
+import pytest
 
 MAX_FRAME = 64 * 1024 * 1024
 
@@ -305,3 +318,53 @@ def wait_until(pred, timeout: float = 3.0, step: float = 0.02) -> bool:
         if v or time.monotonic() >= deadline:
             return v
         time.sleep(step)
+
+
+# ---------------------------------------------------------------------------- reply helpers
+#: The Job object as PULL sends it (bunqueue-golden.json step "PULL (no owner)"), in order.
+JOB_KEYS = [
+    "id", "queue", "name", "data", "createdAt", "runAt", "startedAt", "completedAt",
+    "attempts", "backoff", "backoffConfig", "dependsOn", "childrenIds", "childrenCompleted",
+    "tags", "progress", "progressMessage", "stacktrace", "repeat", "durable", "lastHeartbeat",
+    "stallCount", "priority", "lifo", "maxAttempts", "removeOnComplete", "removeOnFail", "ttl",
+    "timeout", "uniqueKey", "customId", "parentId", "groupId", "stallTimeout",
+    "stackTraceLimit", "keepLogs", "sizeLimit", "failParentOnFailure",
+    "removeDependencyOnFailure", "continueParentOnFailure", "ignoreDependencyOnFailure",
+    "deduplicationTtl", "deduplicationExtend", "deduplicationReplace", "debounceId",
+    "debounceTtl", "timeline"]
+#: GetJob adds these three (step "GetJob (waiting)").
+GETJOB_KEYS = JOB_KEYS + ["state", "returnvalue", "failedReason"]
+COUNT_KEYS = ["waiting", "prioritized", "delayed", "active", "completed", "failed",
+              "waiting-children", "paused"]
+OK = {"ok": True, "id": UNDEF}   # the reply of commands that answer only ok (reference)
+
+
+def err(msg: str) -> dict:
+    return {"ok": False, "error": msg}
+
+
+def counts(**nonzero) -> dict:
+    c = {k: 0 for k in COUNT_KEYS}
+    c.update({k.replace("_", "-"): v for k, v in nonzero.items()})
+    return c
+
+
+def keys(d: dict) -> list:
+    """The keys of a reply map, sorted (msgpackr writes a JS object's insertion order; the
+    client reads an object, so only the set of keys is compared)."""
+    return sorted(d, key=str)
+
+
+def job(c, id) -> dict:
+    r = c.call("GetJob", id=id)
+    assert r["ok"] is True, r
+    return r["job"]
+
+
+def jobgate_only(reason: str):
+    return pytest.mark.skipif(reference_mode(), reason=f"jobgate choice: {reason}")
+
+
+def xbug(reason: str):
+    """A jobgate bug (strict xfail; the reason names the reference's answer)."""
+    return pytest.mark.xfail(strict=True, reason=reason)

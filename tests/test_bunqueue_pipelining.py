@@ -14,13 +14,9 @@ import time
 import pytest
 
 from .bunqueue_support import (BQ, UNDEF, bq_server_start, frame, frame_raw, pack, qname,
-                               reference_mode)
+                               reference_mode, xbug)
 
 TOO_LARGE = "Frame too large: {} bytes exceeds maximum 67108864"
-
-
-def xbug(reason: str):
-    return pytest.mark.xfail(strict=True, reason=reason)
 
 
 # =========================================================================== reqId

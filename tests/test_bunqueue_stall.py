@@ -17,15 +17,7 @@ import time
 
 import pytest
 
-from .bunqueue_support import UNDEF, qname, reference_mode, wait_until
-
-OK = {"ok": True, "id": UNDEF}
-
-
-def job(c, id) -> dict:
-    r = c.call("GetJob", id=id)
-    assert r["ok"] is True, r
-    return r["job"]
+from .bunqueue_support import OK, job, qname, reference_mode, wait_until
 
 
 def _waiting(c, id) -> bool:
