@@ -89,6 +89,7 @@ def promote(sess, cmd: dict):
     if job is None or job.state is not DELAYED or e.blocked(job):
         return err("Job not found or not delayed")
     e.requeue(job, 0, "promote", "bunqueue")
+    e.update_ext(job, runAt=_now(sess))
     return ok_empty()
 
 

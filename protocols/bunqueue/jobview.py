@@ -77,12 +77,15 @@ def state_name(engine, job: Job) -> str:
 
 
 def run_at(engine, job: Job) -> int:
-    """Wall ms at which the job is (or was) due."""
-    if job.state is DELAYED and not engine.blocked(job):
-        return engine.clock.wall_ms() + (job.ready_at - engine.clock.monotonic_ms())
+    """Wall ms at which the job is (or was) due: the time a retry or MoveToDelayed set, else
+    created + delay (exact: no wall/monotonic clock drift), else from its delayed deadline."""
     ext = job.ext
     if ext is not None and "runAt" in ext:
         return ext["runAt"]
+    if job.state is DELAYED and not engine.blocked(job) and (job.releases or job.timeouts
+                                                            or job.kicks or job.fails):
+        # delayed again since it was created (a beanstalk release, ...): from its deadline
+        return engine.clock.wall_ms() + (job.ready_at - engine.clock.monotonic_ms())
     return job.created_ms + job.delay_ms
 
 
