@@ -183,3 +183,14 @@ def test_fuzz_decoder_on_random_bodies_returns_a_command_or_an_error_string(body
     res = decode_command(body)
     assert isinstance(res, (str, tuple)) or (isinstance(res, dict)
                                              and isinstance(res["cmd"], str))
+
+
+@pytest.mark.parametrize("v,wire", [(8.0, b"\x08"), (0.0, b"\x00"), (14.22, None),
+                                    (-3.0, b"\xfd"), (2.0**40, None)])
+def test_js_num_writes_integral_computed_numbers_as_ints_like_msgpackr(v, wire):
+    from protocols.bunqueue.codec import js_num
+    b = pack(js_num(v))
+    if wire is None:
+        assert b[0] == 0xcb and msgpack.unpackb(b) == v
+    else:
+        assert b == wire

@@ -38,6 +38,14 @@ def num(v: int):
     return v if _INT_MIN <= v <= _UINT_MAX else float(v)
 
 
+def js_num(v: float):
+    """A computed JavaScript number as msgpackr writes it: an integral value within the
+    int32/uint32 range as an int (8.0 -> 8), anything else as float64."""
+    if v.__class__ is float and v.is_integer() and _INT_MIN <= v <= _UINT_MAX:
+        return int(v)
+    return num(v) if v.__class__ is int else v
+
+
 def _ext(code: int, data: bytes):
     if code == 0:
         return None   # msgpackr undefined

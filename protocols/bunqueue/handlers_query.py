@@ -10,7 +10,7 @@ import time
 
 from core.model import BURIED, COMPLETED, DELAYED, READY, RESERVED, TIMED_OUT
 
-from .codec import UNDEFINED, num, splice_map
+from .codec import UNDEFINED, js_num, num, splice_map
 from .jobview import bq_priority, job_body, result_body, state_name
 from .options import number_error, queue_name
 from .registry import PENDING, Spliced, command, err
@@ -314,8 +314,8 @@ def stats(sess, cmd: dict):
     return {"ok": True, "stats": {
         "waiting": t["waiting"], "active": t["active"], "delayed": t["delayed"],
         "dlq": t["dlq"], "completed": t["completed"], "failed": info.total_failed,
-        "uptime": num(uptime_ms), "pushPerSec": round(info.total_pushed / secs, 2),
-        "pullPerSec": round(info.total_pulled / secs, 2)}}
+        "uptime": num(uptime_ms), "pushPerSec": js_num(round(info.total_pushed / secs, 2)),
+        "pullPerSec": js_num(round(info.total_pulled / secs, 2))}}
 
 
 def _rss_mb() -> float:
@@ -332,8 +332,8 @@ def metrics(sess, cmd: dict):
     return {"ok": True, "metrics": {
         "totalPushed": num(info.total_pushed), "totalPulled": num(info.total_pulled),
         "totalCompleted": num(info.total_completed), "totalFailed": num(info.total_failed),
-        "avgLatencyMs": 0, "avgProcessingMs": 0, "memoryUsageMb": _rss_mb(),
-        "sqliteSizeMb": size, "activeConnections": info.connections}}
+        "avgLatencyMs": 0, "avgProcessingMs": 0, "memoryUsageMb": js_num(_rss_mb()),
+        "sqliteSizeMb": js_num(size), "activeConnections": info.connections}}
 
 
 @command("Prometheus")
