@@ -30,13 +30,15 @@ async def serve(stream, runtime) -> None:
     runtime.connections += 1
     lock = anyio.Lock()
     late: list = []
-    st = {"commit": False, "wake": anyio.Event()}
+    st = {"commit": False, "wake": anyio.Event(), "slot": None}
 
     def deliver(data: bytes, need_commit: bool) -> None:
         late.append(data)
         if need_commit:
             st["commit"] = True
         st["wake"].set()
+        if st["slot"] is not None:   # a waiting command answered: a slot is free
+            st["slot"].set()
 
     sess = Session(runtime.bunqueue_info, deliver)
     reader = FrameReader(runtime.config.bunqueue_max_frame)
@@ -62,7 +64,7 @@ async def serve(stream, runtime) -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(flusher)
             try:
-                await _read_loop(stream, sess, reader, send)
+                await _read_loop(stream, sess, reader, send, st)
             finally:
                 tg.cancel_scope.cancel()
     except CLOSED:
@@ -77,7 +79,7 @@ async def serve(stream, runtime) -> None:
                 pass
 
 
-async def _read_loop(stream, sess: Session, reader: FrameReader, send) -> None:
+async def _read_loop(stream, sess: Session, reader: FrameReader, send, st: dict) -> None:
     while True:
         try:
             data = await stream.receive(262144)
@@ -97,7 +99,10 @@ async def _read_loop(stream, sess: Session, reader: FrameReader, send) -> None:
                     commit, sess.need_commit = sess.need_commit, False
                     await send(out, commit)
                     out = []
-                await anyio.sleep(0.001)
+                st["slot"] = anyio.Event()
+                if len(sess.waits) >= MAX_IN_FLIGHT:
+                    await st["slot"].wait()
+                st["slot"] = None
         if out:
             commit, sess.need_commit = sess.need_commit, False
             await send(out, commit)
