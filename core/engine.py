@@ -117,10 +117,11 @@ class Engine(Scheduling, Outcomes, Extras):
         return q.paused_until > now
 
     # ------------------------------------------------------------- journaling
-    def _log(self, job: Job, event: str, dialect: str) -> None:
+    def _log(self, job: Job, event: str, dialect: str, worker: str | None = None,
+             error: str | None = None) -> None:
         j = self.journal
         if j is not None:
-            j.record(job, event, dialect)
+            j.record(job, event, dialect, True, 0, worker, error)
 
     # -------------------------------------------------------- state entries
     def _to_ready(self, job: Job, q: Queue) -> None:
@@ -169,7 +170,7 @@ class Engine(Scheduling, Outcomes, Extras):
         self._arm(job.deadline)
         j = self.journal
         if j is not None:
-            j.record(job, "reserve", owner.dialect, owner.durable)
+            j.record(job, "reserve", owner.dialect, owner.durable, 0, owner.name)
 
     def _leave(self, job: Job, q: Queue) -> None:
         """Take `job` out of its current state's index (its heap entries go stale)."""
@@ -313,7 +314,7 @@ class Engine(Scheduling, Outcomes, Extras):
         job.priority = priority
         job.delay_ms = delay_ms
         job.releases += 1
-        self._log(job, "release", owner.dialect)
+        self._log(job, "release", owner.dialect, owner.name)
         if delay_ms > 0:
             self._to_delayed(job, q, self.clock.monotonic_ms() + delay_ms)
         else:
@@ -330,7 +331,7 @@ class Engine(Scheduling, Outcomes, Extras):
         job.priority = priority
         job.buries += 1
         self._to_buried(job, q)
-        self._log(job, "bury", owner.dialect)
+        self._log(job, "bury", owner.dialect, owner.name)
         return True
 
     def touch(self, owner: Owner, id: int) -> bool:
@@ -364,7 +365,10 @@ class Engine(Scheduling, Outcomes, Extras):
         if job.ext is not None:
             self._unindex(job)
         q.deletes += 1
-        self._log(job, event, owner.dialect if owner is not None else dialect)
+        if owner is not None:
+            self._log(job, event, owner.dialect, owner.name)
+        else:
+            self._log(job, event, dialect)
         self._gc(q)
         return True
 
@@ -410,7 +414,7 @@ class Engine(Scheduling, Outcomes, Extras):
         for job in list(owner.reserved.values()):
             q = self.queues[job.queue]
             self._leave(job, q)
-            self._log(job, "abandon", owner.dialect)
+            self._log(job, "abandon", owner.dialect, owner.name)
             self._to_ready(job, q)
 
     # ----------------------------------------------------------------- peeks

@@ -207,7 +207,8 @@ class Extras:
                 heappush(ready, (0, nid, 1, job))
             if j is not None:
                 if events is not None:
-                    events.append((nid, queue, dialect, event, now, 0))
+                    events.append((nid, queue, dialect, event, now, 0, uid, 0, len(payload),
+                                   None, None))
                 dirty[nid] = job
             out.append(job)
             nid += 1

@@ -68,17 +68,21 @@ class Journal:
         self.known_queues.add(name)
         self.new_queues.append((name, self.clock.wall_ms()))
 
-    def record(self, job, event: str, dialect: str, dirty: bool = True, at: int = 0) -> None:
+    def record(self, job, event: str, dialect: str, dirty: bool = True, at: int = 0,
+               worker: str | None = None, error: str | None = None) -> None:
         """Note that `job` changed through `event` (put, reserve, release, ...) via `dialect`.
 
         `dirty=False` writes only the history event, not the job row, and does not start a
         commit: a reservation is not stored, because reserved jobs come back ready after a
         restart anyway; its event rides with the next commit (the writer flushes lone events
         within a second). `at`: the event's wall-clock ms when the caller already read it.
+        `worker`: the connection or lock owner that caused it, when known; `error`: the text
+        of a failure. The history row also carries the job's uid, priority and payload size.
         """
         if self.history:
             self.events.append((job.id, job.queue, dialect, event, at or self.clock.wall_ms(),
-                                job.reserves))
+                                job.reserves, job.uid, job.priority, len(job.payload), worker,
+                                error))
         self.records += 1
         if not dirty:
             return

@@ -150,12 +150,18 @@ class Owner:
     `durable`: a reservation is committed before it is answered (workq counts attempts at lease
     and they must survive a restart; beanstalk reservations are not stored).
     `ttr_ms`: when not 0, a reservation by this owner sets the job's TTR to it (bunqueue lockTtl).
+    `name`: the worker in the history (`<dialect>#<n>` per connection, or a bunqueue owner).
     """
 
-    __slots__ = ("reserved", "waiter", "dialect", "margin", "durable", "ttr_ms")
+    __slots__ = ("reserved", "waiter", "dialect", "margin", "durable", "ttr_ms", "name")
+    _count = 0
 
     def __init__(self, dialect: str, margin: bool = True, durable: bool = False,
-                 ttr_ms: int = 0) -> None:
+                 ttr_ms: int = 0, name: str | None = None) -> None:
+        if name is None:
+            Owner._count += 1
+            name = f"{dialect}#{Owner._count}"
+        self.name = name
         self.reserved: dict[int, Job] = {}
         self.waiter: Waiter | None = None
         self.dialect = dialect

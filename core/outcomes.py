@@ -23,6 +23,11 @@ from heapq import heapify, heappop, heappush, nsmallest
 from .model import (COMPLETED, RESERVED, TIMED_OUT, Job, Queue, ResultWaiter, derived_uid,
                     parse_derived_uid)
 
+def _text(result: bytes) -> str | None:
+    """A failure's text for the history (at most 1000 bytes), or None."""
+    return result[:1000].decode("utf-8", "replace") if result else None
+
+
 #: How long the result of a job without a TTL (e.g. a beanstalk put completed through workq)
 #: is kept after it finished, in ms.
 RESULT_RETENTION_MS = 3_600_000
@@ -96,7 +101,7 @@ class Outcomes:
             q.n_done += 1
         else:
             self._to_buried(job, q)
-        self._log(job, event, dialect)
+        self._log(job, event, dialect, None, None if ok else _text(result))
         self._retain(job)
         if job.ext is not None:
             self._unindex(job)
@@ -136,13 +141,13 @@ class Outcomes:
                                               and job.reserves >= job.max_attempts):
             if job.state is RESERVED:
                 self._leave(job, q)
-                self._log(job, "fail", dialect)
+                self._log(job, "fail", dialect, None, _text(result))
                 if backoff_ms > 0:
                     self._to_delayed(job, q, self.clock.monotonic_ms() + backoff_ms)
                 else:
                     self._to_ready(job, q)
             else:
-                self._log(job, "fail", dialect)
+                self._log(job, "fail", dialect, None, _text(result))
             return True
         self._leave(job, q)
         self._finish(job, q, result, False, "fail", dialect)

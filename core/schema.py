@@ -63,6 +63,12 @@ job_events = sa.Table(
     sa.Column("event", sa.String(16), nullable=False),
     sa.Column("at_ms", sa.BigInteger, nullable=False),
     sa.Column("attempt", sa.Integer, nullable=False),
+    # migration 0004: who and what, for the pipeline (docs/mapping.md "History")
+    sa.Column("uid", sa.String(64), nullable=True),
+    sa.Column("priority", sa.BigInteger, nullable=True),
+    sa.Column("payload_size", sa.Integer, nullable=True),
+    sa.Column("worker", sa.String(128), nullable=True),
+    sa.Column("error", sa.Text, nullable=True),
     # No secondary index: rows are appended in time order (id follows at_ms), the pipeline scans,
     # and retention prunes by id range. Indexes here would cost a third of each group commit.
 )
@@ -87,4 +93,5 @@ JOB_UPDATE_COLUMNS = ("state", "priority", "ready_at_ms", "delay_ms", "ttr_ms", 
                       "expires_at_ms", "extras")
 #: Column order of Batch.payloads rows (a payload replaced in place: bunqueue Update).
 JOB_PAYLOAD_COLUMNS = ("payload", "payload_fmt")
-EVENT_COLUMNS = ("job_id", "queue", "dialect", "event", "at_ms", "attempt")
+EVENT_COLUMNS = ("job_id", "queue", "dialect", "event", "at_ms", "attempt", "uid", "priority",
+                 "payload_size", "worker", "error")

@@ -48,7 +48,7 @@ def check_schema(url: str) -> None:
         # no secondary index on jobs: uid uniqueness is the engine's (migration 0002)
         assert insp.get_indexes("jobs") == []
         with eng.connect() as c:
-            assert c.exec_driver_sql("SELECT version_num FROM alembic_version").all() == [("0003",)]
+            assert c.exec_driver_sql("SELECT version_num FROM alembic_version").all() == [("0004",)]
             meta = c.exec_driver_sql("SELECT key, value FROM jobgate_meta").all()
             assert meta == [("next_id", 1)]
     finally:

@@ -253,11 +253,13 @@ def _pull(sess, cmd: dict, batch: bool):
     e = sess.engine
     owner = sess.owner
     owner.ttr_ms = ttl
+    name = cmd.get("owner")
+    owner.name = str(name) if name else sess.name
     jobs = e.reserve_many(owner, queue, count)
     if jobs or not timeout:
         return _pull_reply(sess, jobs, locked, batch)
     rid = sess.rid
-    w_owner = sess.wait_owner(ttl)
+    w_owner = sess.wait_owner(ttl, owner.name)
 
     def cancel():
         e.cancel_wait(w_owner)

@@ -50,6 +50,7 @@ class Session:
         self.authed = not info.auth_tokens
         self.version = 1
         self.owner = Owner("bunqueue", margin=False)
+        self.name = self.owner.name   # this connection in the history (`bunqueue#<n>`)
         self.owners: list[Owner] = []       # owners of waiting pulls (one waiter each)
         self.waits: set = set()             # cancel functions of pending waits
         self.need_commit = False
@@ -139,11 +140,12 @@ class Session:
             e.release_owner(o)
         self.owners.clear()
 
-    def wait_owner(self, ttr_ms: int) -> Owner:
-        """A fresh Owner for a pull that waits (the engine keeps one waiter per owner)."""
+    def wait_owner(self, ttr_ms: int, name: str) -> Owner:
+        """A fresh Owner for a pull that waits (the engine keeps one waiter per owner);
+        `name`: the worker recorded in the history."""
         if len(self.owners) > 64:
             self.owners = [o for o in self.owners if o.reserved or o.waiter is not None]
-        o = Owner("bunqueue", margin=False, ttr_ms=ttr_ms)
+        o = Owner("bunqueue", margin=False, ttr_ms=ttr_ms, name=name)
         self.owners.append(o)
         return o
 
