@@ -7,12 +7,14 @@ where the text is an integer, quotes stripped).
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 
 import greenstalk
 import pytest
 
+from .server_support import wait_until
 from .support import ADDR_HOST
 
 
@@ -375,7 +377,9 @@ class TestGreenstalk:
         path = str(tmp_path / "gs.sock")
         s = Server(sqlite_url, extra=["--listen", f"beanstalk=unix:{path}"])
         try:
-            # two --listen flags: the TCP one Server waits on, and the unix socket
+            # two --listen flags: the TCP one Server waits on, and the unix socket, which may
+            # be bound a moment after the TCP one accepts
+            wait_until(lambda: os.path.exists(path), what=f"unix socket {path}")
             with greenstalk.Client(path) as c:
                 jid = c.put("over unix")
                 assert c.reserve(timeout=1).id == jid
