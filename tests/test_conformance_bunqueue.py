@@ -21,7 +21,8 @@ from conformance.bunqueue import (STEP_NAMES, STEPS, Context, Runner, by_name, c
 from conformance.bunqueue_known_differences import (DIFFERENCES, JOBGATE_EXPECTS, OUT_OF_SCOPE,
                                                     check_steps_exist)
 from conformance.bunqueue_wire import (MAP16_REQUIRED, UNDEFINED, RawBytes, annotate,
-                                       canonical_type, encode_typed, frame, from_golden, pack)
+                                       canonical_type, encode_typed, frame, from_golden, pack,
+                                       to_golden)
 
 from .support import ADDR_HOST, Server
 
@@ -338,8 +339,8 @@ def test_encode_typed_round_trips_every_golden_reply() -> None:
             t = s.types if s.kind != "pipelined" else None
             ann = annotate(encode_typed(r, t))
             assert ann.types == (t or canonical_type(r)) and ann.all_map16, s.name
-            assert json.dumps(bunqueue.to_golden(ann.value)) == json.dumps(
-                bunqueue.to_golden(r)), s.name
+            assert json.dumps(to_golden(ann.value)) == json.dumps(
+                to_golden(r)), s.name
 
 
 def test_requests_are_encoded_as_the_golden_intends() -> None:
