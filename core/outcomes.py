@@ -102,6 +102,8 @@ class Outcomes:
         else:
             self._to_buried(job, q)
         self._log(job, event, dialect, None, None if ok else _text(result))
+        if not ok and event != "dlq":   # the history says when a job enters the dead letters
+            self._log(job, "dlq", dialect)
         self._retain(job)
         if job.ext is not None:
             self._unindex(job)

@@ -199,6 +199,7 @@ class Store:
             lo, hi = conn.execute(sa.select(sa.func.min(ev.c.id), sa.func.max(ev.c.id))).one()
             if lo is None:
                 return 0
+            top = hi
             hi += 1
             while lo < hi:   # first id whose row is at or after the cut (or a gap after it)
                 mid = (lo + hi) // 2
@@ -208,6 +209,9 @@ class Store:
                     lo = mid + 1
                 else:
                     hi = mid
+        # The newest row always stays: SQLite hands out max(id) + 1, so an emptied table would
+        # reuse ids, and `jobgate export`'s watermark (an id) relies on ids only growing.
+        lo = min(lo, top)
         total = 0
         with self.engine.connect() as conn:
             start = conn.execute(sa.select(sa.func.min(ev.c.id))).scalar() or lo

@@ -1,4 +1,5 @@
-"""`jobgate` command line: `jobgate serve`, `jobgate migrate`, `jobgate --version`.
+"""`jobgate` command line: `jobgate serve`, `jobgate migrate`, `jobgate --version`, and the
+pipeline's `jobgate export events`, `jobgate analyze`, `jobgate enqueue` (pipeline/cli.py).
 
     jobgate serve [--config FILE] [--listen DIALECT=HOST:PORT ...] [--database URL]
                   [--durability commit|buffered|memory] [--log-level LEVEL]
@@ -48,7 +49,11 @@ def main(argv=None) -> int:
     m = sub.add_parser("migrate", help="create or upgrade the database schema")
     m.add_argument("--config", help="YAML config file")
     m.add_argument("--database", metavar="URL", help="SQLAlchemy database URL")
+    from pipeline import cli as pipeline_cli   # export, analyze, enqueue (the extra loads lazily)
+    pipeline_cli.add_parsers(sub)
     args = p.parse_args(argv)
+    if args.cmd in ("export", "analyze", "enqueue"):
+        return pipeline_cli.run(args)
     try:
         cfg = build_config(args)
     except ConfigError as e:

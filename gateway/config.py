@@ -13,6 +13,7 @@ A file looks like this (every key optional; unknown keys are an error naming the
     history:
       enabled: true
       retention_days: 30                            # 0 keeps job_events forever
+      prune_interval_s: 3600                        # pruning: first after min(60, this), then every
     limits:
       max_connections: 10000
       beanstalk: {max_job_size: 65535, line_max: 224}
@@ -22,7 +23,7 @@ A file looks like this (every key optional; unknown keys are an error naming the
       rate_limit: 0                                 # commands/s per connection, 0: unlimited
       max_frame: 67108864                           # bytes; a larger frame closes the link
 
-Units: sizes in bytes, retention in days, rate limit in commands per second.
+Units: sizes in bytes, retention in days, the prune interval in seconds, rate limit in commands per second.
 """
 from __future__ import annotations
 
@@ -63,6 +64,7 @@ class Config:
     durability: str = "commit"
     history_enabled: bool = True
     history_retention_days: int = 30
+    history_prune_interval_s: int = 3600
     max_connections: int = 10000
     beanstalk_max_job_size: int = 65535
     beanstalk_line_max: int = 224
@@ -129,13 +131,16 @@ def from_dict(raw) -> Config:
                                        ("normal", "full"))
     if "durability" in raw:
         c.durability = _choice(raw["durability"], "durability", DURABILITY)
-    h = _keys(raw.get("history"), ("enabled", "retention_days"), "history")
+    h = _keys(raw.get("history"), ("enabled", "retention_days", "prune_interval_s"), "history")
     if "enabled" in h:
         if not isinstance(h["enabled"], bool):
             raise ConfigError("config key 'history.enabled': must be true or false")
         c.history_enabled = h["enabled"]
     if "retention_days" in h:
         c.history_retention_days = _int(h["retention_days"], "history.retention_days", 0, 36500)
+    if "prune_interval_s" in h:
+        c.history_prune_interval_s = _int(h["prune_interval_s"], "history.prune_interval_s", 1,
+                                          7 * 86400)
     lim = _keys(raw.get("limits"), ("max_connections", "beanstalk"), "limits")
     if "max_connections" in lim:
         c.max_connections = _int(lim["max_connections"], "limits.max_connections", 1, 10**7)

@@ -86,18 +86,20 @@ class Runtime:
                 await self._tick.wait()
 
     async def _retention(self) -> None:
-        """Prune job_events older than history.retention_days: a minute after start, then hourly."""
+        """Prune job_events older than history.retention_days: min(60 s, the interval) after
+        start, then every history.prune_interval_s seconds (default hourly)."""
         import anyio.to_thread
         days = self.config.history_retention_days
-        await anyio.sleep(60)
+        every = self.config.history_prune_interval_s
+        await anyio.sleep(min(60, every))
         while True:
             before = self.clock.wall_ms() - days * 86_400_000
             try:
                 n = await anyio.to_thread.run_sync(self.store.prune_events, before)
                 event(log, "history pruned", rows=n, retention_days=days)
-            except Exception:  # a failed prune must not stop the server; it retries in an hour
+            except Exception:  # a failed prune must not stop the server; it retries later
                 log.exception("history pruning failed")
-            await anyio.sleep(3600)
+            await anyio.sleep(every)
 
     async def _checkpointer(self) -> None:
         """SQLite: a PASSIVE WAL checkpoint every second on a worker thread, so commits on the

@@ -8,6 +8,7 @@ import subprocess
 import tempfile
 
 import greenstalk
+import hypothesis  # noqa: F401  (early: imported late, at the summary, it trips a CPython 3.11 ast bug)
 import pytest
 
 from core.clock import ManualClock
