@@ -8,24 +8,27 @@ PYTHON ?= python3
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,pipeline]'
 	touch $@
 
 ## serve: run jobgate on 127.0.0.1:11300 with SQLite in ./jobgate.db (durability: commit)
 serve: $(VENV)/.installed
 	$(VENV)/bin/jobgate serve
 
-## deps: what the test suite compares against: Debian's beanstalkd (when root), and the real
-## bunqueue client and server from npm (Bun 1.4.5 + bunqueue 2.9.5, pinned in tests/bunqueue_client)
+## deps: what the test suite needs outside pip: Debian's beanstalkd and the JDBC drivers of the
+## pipeline (when root), and the real bunqueue client and server from npm (Bun 1.4.5 + bunqueue
+## 2.9.5, pinned in tests/bunqueue_client)
 deps:
 	@if command -v npm >/dev/null 2>&1; then \
 	  test -x tests/bunqueue_client/node_modules/.bin/bun || \
 	  (cd tests/bunqueue_client && npm install --no-audit --no-fund --loglevel=error); \
 	else echo "note: npm not found; the real bunqueue client tests will skip"; fi
-	@command -v beanstalkd >/dev/null 2>&1 || { \
+	@{ command -v beanstalkd >/dev/null 2>&1 && test -f /usr/share/java/sqlite-jdbc.jar && \
+	  test -f /usr/share/java/postgresql.jar; } || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq beanstalkd >/dev/null; \
-	  else echo "note: beanstalkd not installed; the differential conformance tests will skip"; fi; }
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq beanstalkd \
+	      libxerial-sqlite-jdbc-java libpostgresql-jdbc-java >/dev/null; \
+	  else echo "note: install beanstalkd, libxerial-sqlite-jdbc-java and libpostgresql-jdbc-java (Debian) for the differential and pipeline tests"; fi; }
 
 ## test: the whole test suite (PostgreSQL variants run when JOBGATE_TEST_PG_URL is set)
 test: $(VENV)/.installed deps

@@ -11,7 +11,7 @@ Public entry points: `pipeline.enqueue` (fan-out, `pipeline.fanout`), `pipeline.
 from __future__ import annotations
 
 
-def enqueue(df, queue: str, **kw):
+def enqueue(df, queue: str, *args, **kw):
     """Turn each row of Spark DataFrame `df` into one job on `queue`: see `pipeline.fanout.enqueue`."""
     from .fanout import enqueue as _enqueue
-    return _enqueue(df, queue, **kw)
+    return _enqueue(df, queue, *args, **kw)

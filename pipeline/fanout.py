@@ -107,6 +107,7 @@ def enqueue(df, queue: str, server: str = "127.0.0.1:6789", token: str | None = 
             options: dict | None = None, batch: int = 500, window: int = 8,
             raise_on_error: bool = True) -> FanoutResult:
     """Push one job per row of `df` to `queue` on the bunqueue endpoint `server` (HOST:PORT).
+    `df`: a Spark DataFrame, or an RDD of Rows (`pyspark.sql.Row`).
 
     token: bunqueue Auth token, when the server wants one. id_column / run_id: see the module
     docstring. body_column: the column holding the job data (default: the row as JSON).
@@ -129,10 +130,11 @@ def enqueue(df, queue: str, server: str = "127.0.0.1:6789", token: str | None = 
     cfg = {"host": host or "127.0.0.1", "port": int(port), "token": token, "queue": queue,
            "id_column": id_column, "body_column": body_column, "run_id": run_id,
            "options": dict(options or {}), "batch": batch, "window": window}
-    sc = df.sparkSession.sparkContext
+    rdd = df.rdd if hasattr(df, "sparkSession") else df
+    sc = rdd.context
     acc = {k: sc.accumulator(0) for k in ("rows", "pushed", "errors", "reconnects")}
     acc["samples"] = sc.accumulator([], _Samples())
-    df.foreachPartition(lambda rows: _push_partition(rows, cfg, acc))
+    rdd.foreachPartition(lambda rows: _push_partition(rows, cfg, acc))
     res = FanoutResult(acc["rows"].value, acc["pushed"].value, acc["errors"].value,
                        acc["reconnects"].value, list(acc["samples"].value))
     if res.errors and raise_on_error:

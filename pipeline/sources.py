@@ -118,5 +118,9 @@ def read_parquet(spark, export_dir: str, since_ms: int | None = None,
     if not os.path.isdir(base):
         raise SourceError(f"no exported events under {export_dir} (run `jobgate export events "
                           f"--out {export_dir}` first)")
+    from pyspark.sql import functions as F
     df = spark.read.option("basePath", base).parquet(base)
+    # pyarrow writes queue=<the UTF-8 bytes of the name, URI-escaped>; Spark unescapes each %XX
+    # to one char (U+0000..U+00FF), so the name is those chars as Latin-1 bytes, read as UTF-8
+    df = df.withColumn("queue", F.decode(F.encode("queue", "ISO-8859-1"), "UTF-8"))
     return _time_filter(_typed(df), since_ms, until_ms)

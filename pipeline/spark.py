@@ -51,7 +51,11 @@ def session(master: str | None = None, app_name: str = "jobgate-pipeline",
         # an exported queue=123 directory is the queue "123", not a number
         "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
         "spark.driver.extraJavaOptions": "-Dlog4j2.level=ERROR",
+        "spark.sql.execution.pythonUDF.arrow.enabled": "false",   # no pandas in the extra
     }
+    if master.startswith("local"):   # a local run listens on loopback only
+        settings["spark.driver.host"] = "127.0.0.1"
+        settings["spark.driver.bindAddress"] = "127.0.0.1"
     if jars:
         settings["spark.jars"] = ",".join(jars)
         settings["spark.driver.extraClassPath"] = ":".join(jars)

@@ -3,12 +3,12 @@ what several test files use: the ManualClock engine, a migrated Store, raw conne
 client libraries."""
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import tempfile
 
 import greenstalk
-import hypothesis  # noqa: F401  (early: imported late, at the summary, it trips a CPython 3.11 ast bug)
 import pytest
 
 from core.clock import ManualClock
@@ -18,6 +18,10 @@ from core.storage import Store
 
 from .server_support import Proc
 from .support import ADDR_HOST, Raw, Server, make_pg_database, pg_admin_url
+
+# hypothesis early: imported late (by its plugin, at the terminal summary) it trips a CPython
+# 3.11 ast bug under pytest's assertion rewriting
+importlib.import_module("hypothesis")
 
 PG_SKIP = ("PostgreSQL tests need JOBGATE_TEST_PG_URL "
            "(e.g. postgresql+psycopg://postgres@127.0.0.1:5432/test); .ci/run sets it")
@@ -210,3 +214,13 @@ def servers():
             s.kill()
         else:
             s.proc.communicate()
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local SparkSession for the pipeline tests: 2 cores, and up to 4 attempts per task
+    (`local[2,4]`), so a test can make a task fail once and watch Spark retry it."""
+    from pipeline.spark import session
+    s = session("local[2,4]", shuffle_partitions=4)
+    yield s
+    s.stop()
