@@ -100,7 +100,7 @@ def _export(args) -> int:
 def _analyze(args) -> int:
     from .analyze import analyze, parse_window
     from .report import write_report
-    from .sources import read_jdbc, read_parquet
+    from .sources import jdbc_options, read_jdbc, read_parquet
     from .spark import session
     window_ms = parse_window(args.window)
     sla = parse_duration(args.sla_wait)
@@ -110,14 +110,19 @@ def _analyze(args) -> int:
     if source == "parquet" and not args.parquet:
         raise ValueError("--source parquet needs --parquet DIR")
     t = time.monotonic()
-    spark = session(args.master, shuffle_partitions=args.shuffle_partitions)
-    if source == "jdbc":
+    if source == "jdbc":   # a bad source is reported before Spark starts (seconds)
         url = _database(args)
-        events = read_jdbc(spark, url, since, until)
+        jdbc_options(url)
         label = "jdbc:" + url.split("@")[-1]
     else:
-        events = read_parquet(spark, args.parquet, since, until)
+        if not os.path.isdir(os.path.join(args.parquet, "events")):
+            read_parquet(None, args.parquet)   # raises SourceError, saying what to run
         label = "parquet:" + args.parquet
+    spark = session(args.master, shuffle_partitions=args.shuffle_partitions)
+    if source == "jdbc":
+        events = read_jdbc(spark, url, since, until)
+    else:
+        events = read_parquet(spark, args.parquet, since, until)
     result = analyze(events, window_ms, sla)
     os.makedirs(args.out, exist_ok=True)
     mpath, spath = os.path.join(args.out, "metrics"), os.path.join(args.out, "summary")

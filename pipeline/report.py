@@ -60,20 +60,23 @@ def _label(q: str) -> str:
     return q.replace("$", r"\$")
 
 
-def _plot_lines(path, series, queues, ylabel, title):
+def _plot_lines(path, series, queues, ylabel, title, window_ms):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(9, 4), dpi=100)
     for q in queues:
         pts = series.get(q) or []
-        if pts:
-            ax.step([_ts(w) for w, _ in pts], [v for _, v in pts], where="post", label=_label(q))
+        if pts:   # each value holds for its window: a step, closed at the last window's end
+            xs = [_ts(w) for w, _ in pts] + [_ts(pts[-1][0] + window_ms)]
+            ys = [v for _, v in pts] + [pts[-1][1]]
+            ax.step(xs, ys, where="post", label=_label(q),
+                    marker="o" if len(pts) <= 60 else None, markersize=3)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(alpha=0.3)
     if queues:
-        ax.legend(fontsize="small", loc="upper left")
+        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.autofmt_xdate()
     fig.tight_layout()
     fig.savefig(path)
@@ -135,10 +138,12 @@ def write_report(out_dir: str, metrics: list[dict], summary: list[dict], info: d
     the top."""
     os.makedirs(out_dir, exist_ok=True)
     queues = _busiest(summary)
+    window_ms = metrics[0]["window_ms"] if metrics else 60_000
     _plot_lines(os.path.join(out_dir, "depth.png"), depth_series(metrics), queues,
-                "jobs (ready, delayed, reserved)", "Queue depth at the end of each window")
+                "jobs (ready, delayed, reserved)", "Queue depth at the end of each window",
+                window_ms)
     _plot_lines(os.path.join(out_dir, "throughput.png"), throughput_series(metrics), queues,
-                "completed jobs / s", "Throughput")
+                "completed jobs / s", "Throughput", window_ms)
     _plot_latency(os.path.join(out_dir, "latency.png"), summary, queues)
     rows = sorted(summary, key=lambda r: (r["queue"], r["dialect"]))
     total = {k: sum(r[k] for r in summary) for k in

@@ -10,6 +10,7 @@ running depth and larger percentile groups the same way.
 from __future__ import annotations
 
 import math
+import os
 import random
 
 import pytest
@@ -144,3 +145,15 @@ def test_synthetic_history_over_many_windows(spark, tmp_path):
     for window_ms in (60_000, 3_600_000):
         want = check(analyze(read_jdbc(spark, url), window_ms, SLA_MS), rows, window_ms)
         assert len({k[2] for k in want}) > 5
+
+
+def test_an_empty_history_gives_empty_tables_and_a_report(spark, tmp_path):
+    from pipeline.report import write_report
+    url = f"sqlite:///{tmp_path}/empty.db"
+    fresh_db(url)
+    a = analyze(read_jdbc(spark, url), 60_000, SLA_MS)
+    assert a.metrics.count() == 0 and a.summary.count() == 0
+    path = write_report(str(tmp_path / "r"), [], [], {"source": "jdbc", "window": "1m",
+                                                      "sla_wait_ms": 1, "events": 0})
+    assert "no events" in open(path).read()
+    assert os.path.getsize(tmp_path / "r" / "depth.png") > 1000
