@@ -31,9 +31,19 @@ MEASURES = ("enqueued", "started", "completed", "failed", "timed_out", "buried",
 @dataclass
 class Analysis:
     """The result of `analyze`: `metrics` (one row per queue, dialect, window_start_ms) and
-    `summary` (one row per queue, dialect), both Spark DataFrames with the MEASURES columns."""
+    `summary` (one row per queue, dialect), both Spark DataFrames with the MEASURES columns;
+    `bounds`, one row (events, first_ms, last_ms) of the input. All three read the cached
+    per-event frame: `release()` frees it when they are written."""
     metrics: object
     summary: object
+    bounds: object
+    cached: object = None
+
+    def release(self) -> None:
+        """Drop the cached per-event frame (the DataFrames recompute from the source after)."""
+        if self.cached is not None:
+            self.cached.unpersist()
+            self.cached = None
 
 
 def parse_window(text: str) -> int:
@@ -146,8 +156,9 @@ def analyze(events, window_ms: int = 60_000, sla_wait_ms: int = 60_000) -> Analy
     m = m.withColumn("depth", F.sum("delta").over(running).cast("long"))
     m = m.select(*keys, "window_start_ms", F.lit(window_ms).cast("long").alias("window_ms"),
                  *MEASURES)
-    bounds = ev.agg(F.min("at_ms").alias("t0"), F.max("at_ms").alias("t1"))
+    bounds = ev.agg(F.count("*").alias("events"), F.min("at_ms").alias("first_ms"),
+                    F.max("at_ms").alias("last_ms"))
     s = ev.groupBy(*keys).agg(*_aggregates(sla_wait_ms)).crossJoin(bounds)
-    s = _finish(s, F.greatest((F.col("t1") - F.col("t0")) / 1000.0, F.lit(1.0)))
+    s = _finish(s, F.greatest((F.col("last_ms") - F.col("first_ms")) / 1000.0, F.lit(1.0)))
     s = s.withColumn("depth", F.col("delta")).select(*keys, *MEASURES)
-    return Analysis(m, s)
+    return Analysis(m, s, bounds, ev)

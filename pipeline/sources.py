@@ -62,8 +62,7 @@ def jdbc_options(database_url: str) -> dict:
     return opts
 
 
-def id_range(database_url: str, since_ms: int | None = None,
-             until_ms: int | None = None) -> tuple[int, int, int]:
+def id_range(database_url: str) -> tuple[int, int, int]:
     """(min id, max id, row count) of job_events, read with SQLAlchemy: the bounds of the JDBC
     partitions. (0, 0, 0) for an empty table."""
     from core import schema
