@@ -135,11 +135,15 @@ def export_events(database_url: str, out_dir: str, since_ms: int | None = None,
                     data["queue"].append(r.queue)
                 table = pa.Table.from_pydict(data, schema=sch)
                 written = []
-                ds.write_dataset(table, os.path.join(out_dir, "events"), format="parquet",
-                                 partitioning=part,
-                                 basename_template=f"part-{start:012d}-{{i}}.parquet",
-                                 existing_data_behavior="overwrite_or_ignore",
-                                 file_visitor=lambda f: written.append(f.path))
+                try:
+                    ds.write_dataset(table, os.path.join(out_dir, "events"), format="parquet",
+                                     partitioning=part,
+                                     basename_template=f"part-{start:012d}-{{i}}.parquet",
+                                     existing_data_behavior="overwrite_or_ignore",
+                                     file_visitor=lambda f: written.append(f.path))
+                except OSError as e:   # e.g. a queue name too long for a directory name
+                    raise ExportError(f"cannot write events {start}..{last} under {out_dir} "
+                                      f"(watermark left at {wm.get('last_id', 0)}): {e}") from e
                 rows += len(keep)
                 files += len(written)
             if not done and hi > top:

@@ -162,3 +162,15 @@ def test_the_server_prunes_old_history_and_export_sees_the_rest(tmp_path, server
         time.sleep(0.5)
     s.stop()
     assert queues == {"recent", "fresh"}
+
+
+def test_a_queue_name_too_long_for_a_directory_is_a_clear_error(tmp_path):
+    url = f"sqlite:///{tmp_path}/j.db"
+    fresh_db(url)
+    add_events(url, [{"job_id": 1, "queue": "ok", "event": "put", "at_ms": T0},
+                     {"job_id": 2, "queue": "/" * 200, "event": "put", "at_ms": T0 + 1}])
+    out = str(tmp_path / "exp")
+    p = _cli("export", "events", "--database", url, "--out", out, check=False)
+    assert p.returncode == 1 and "watermark left at 0" in p.stderr
+    assert "Traceback" not in p.stderr
+    assert read_watermark(out)["last_id"] == 0   # nothing counted as exported
