@@ -13,7 +13,7 @@ A file looks like this (every key optional; unknown keys are an error naming the
     history:
       enabled: true
       retention_days: 30                            # 0 keeps job_events forever
-      prune_interval_s: 3600                        # pruning: first after min(60, this), then every
+      prune_interval_s: 3600                        # s between prunes; the first min(60, this) after start
     limits:
       max_connections: 10000
       beanstalk: {max_job_size: 65535, line_max: 224}
@@ -23,7 +23,8 @@ A file looks like this (every key optional; unknown keys are an error naming the
       rate_limit: 0                                 # commands/s per connection, 0: unlimited
       max_frame: 67108864                           # bytes; a larger frame closes the link
 
-Units: sizes in bytes, retention in days, the prune interval in seconds, rate limit in commands per second.
+Units: sizes in bytes, retention in days, the prune interval in seconds, rate limit in commands
+per second.
 """
 from __future__ import annotations
 
