@@ -1,24 +1,35 @@
 """The canonical job engine: single-threaded, in memory, journaled (DESIGN.md, "The canonical model").
 
 Every operation runs to completion on the event loop thread; nothing here blocks or does I/O.
+Every change of a job's state is a row of core/transitions.py: the engine checks the row before
+it touches an index (an illegal change raises IllegalTransition) and emits the row's events to
+the feed (core/events.py), whose first sink is the journal (core/journal.py).
+
 Waiting reserves are `Waiter` objects whose callback the engine calls exactly once. Timed work
 (delays, TTR expiry, reserve timeouts, the DEADLINE_SOON margin, pauses) happens in `tick()`,
 which the gateway calls at `next_due()`; `wakeup` (if set) is called when an earlier timer is armed.
 
 Units: every duration argument is in milliseconds; times are monotonic ms from `clock`.
 Ownership: a reserved job belongs to one `Owner`; other owners get `False`/`None` from
-release/bury/touch/delete of it (beanstalkd: NOT_FOUND).
+release/bury/touch/delete of it (beanstalkd: NOT_FOUND). Dialects do not call this class: they
+use the port (core/api.py).
 """
 from __future__ import annotations
 
 from heapq import heapify, heappop, heappush
 
 from .clock import SystemClock
+from .events import Feed
 from .extras import BLOCKED_MS, Extras
-from .outcomes import Outcomes
-from .scheduling import SAFETY_MARGIN_MS, Scheduling, _INF
+from .failures import DEFAULT_POLICY
+from .leases import Tokens
 from .model import (BURIED, COMPLETED, DEADLINE_SOON, DELAYED, DELETED, READY, RESERVED,
-                    TIMED_OUT, URGENT_RANK, Job, Owner, Queue)
+                    TIMED_OUT, TOKEN_CHECKED, TOKEN_REQUIRED, URGENT_RANK)
+from .outcomes import Outcomes
+from .records import Job, Owner, Queue
+from .scheduling import SAFETY_MARGIN_MS, Scheduling, _INF
+from .transitions import GONE, NEW, check
+
 
 def _top(heap: list):
     """Drop stale entries (job.hver changed since the push) from a lazy heap; return its top job."""
@@ -40,16 +51,22 @@ def _compact(heap: list, live: int) -> None:
 class Engine(Scheduling, Outcomes, Extras):
     """The job state machine and its in-memory indexes.
 
-    `journal` (core.journal.Journal or None for memory mode) receives every mutation.
-    `pinned` queues are never garbage-collected (beanstalk keeps "default").
+    `journal` (core.journal.Journal or None for memory mode) receives every mutation through
+    the feed. `pinned` queues are never garbage-collected (beanstalk keeps "default").
     Finishing jobs (complete / fail with a result), result waiters, TTL eviction and uid
     lookups are in core.outcomes.Outcomes; dedup keys, dependencies, LIFO and owner-agnostic
-    moves in core.extras.Extras.
+    moves in core.extras.Extras; waiters and timers in core.scheduling.Scheduling.
+    `policies`: dialect -> core.failures.JobPolicy for the jobs it creates.
     """
 
     def __init__(self, clock=None, journal=None, pinned: tuple[str, ...] = ("default",)) -> None:
         self.clock = clock or SystemClock()
         self.journal = journal
+        self.feed = Feed(self.clock)
+        if journal is not None:
+            self.feed.add_sink(journal.on_events)
+        self.tokens = Tokens()
+        self.policies: dict = {}
         self.jobs: dict[int, Job] = {}
         self.queues: dict[str, Queue] = {}
         self.queue_order: list[str] = []   # beanstalkd's tube set order (swap-remove on delete)
@@ -57,6 +74,7 @@ class Engine(Scheduling, Outcomes, Extras):
         self.next_id = 1
         self.total_jobs = 0
         self.job_timeouts = 0
+        self.stall_failures = 0
         self.waiting = 0
         self.n_reserved = 0
         self.draining = False
@@ -69,16 +87,16 @@ class Engine(Scheduling, Outcomes, Extras):
         self._expiry: list = []     # (expires_at, id): TTL eviction and result retention
         self._seq = 0
         self.by_uid: dict[str, Job] = {}
-        self.result_waiters: dict[int, list] = {}
+        self.result_waiters: dict[int, list] = self.feed.watchers   # job id -> ResultWaiters
         self.evicted_jobs = 0
         self.unique: dict = {}       # (queue, dedup key) -> unfinished Job (core.extras)
         self.dependents: dict = {}   # uid -> ids of jobs waiting for it to complete
-        #: dialect -> fn(job) -> result bytes | None, run when a reservation's TTR expires
-        self.stall_handlers: dict = {}
-        #: dialects whose TTL evicts only jobs that are not reserved (bunqueue's ttl)
-        self.ttl_waiting_only: set = set()
         for name in pinned:
             self.queue(name)
+
+    def policy(self, job: Job):
+        """The JobPolicy of the dialect that created `job`."""
+        return self.policies.get(job.dialect, DEFAULT_POLICY)
 
     # ----------------------------------------------------------------- queues
     def queue(self, name: str) -> Queue:
@@ -116,15 +134,20 @@ class Engine(Scheduling, Outcomes, Extras):
         """True while `q` is paused at monotonic time `now` (ms)."""
         return q.paused_until > now
 
-    # ------------------------------------------------------------- journaling
-    def _log(self, job: Job, event: str, dialect: str, worker: str | None = None,
-             error: str | None = None) -> None:
-        j = self.journal
-        if j is not None:
-            j.record(job, event, dialect, True, 0, worker, error)
+    # -------------------------------------------------------------- events
+    def _emit(self, job: Job, row, prev: str, dialect: str, worker: str | None = None,
+              error: bytes | None = None, durable: bool = True, at: int = 0) -> None:
+        """Emit the events of transition `row` (core.transitions.Row) of `job`."""
+        self.feed.emit(job, row.events, prev, dialect, durable, worker, error, at)
+
+    def _serve(self, q: Queue) -> None:
+        """Hand ready jobs of `q` to its waiters, if any (after a job became ready)."""
+        if q.waiting:
+            self._dispatch(q)
 
     # -------------------------------------------------------- state entries
     def _to_ready(self, job: Job, q: Queue) -> None:
+        """Index `job` as ready (the caller emits, then calls _serve)."""
         job.state = READY
         job.hver += 1
         heappush(q.ready, (job.priority, job.id if job.ext is None else self.lifo_key(job),
@@ -134,8 +157,6 @@ class Engine(Scheduling, Outcomes, Extras):
             q.urgent += 1
         if len(q.ready) > 2 * q.n_ready + 1024:
             _compact(q.ready, q.n_ready)
-        if q.waiting:
-            self._dispatch(q)
 
     def _to_delayed(self, job: Job, q: Queue, ready_at: int) -> None:
         job.state = DELAYED
@@ -149,16 +170,30 @@ class Engine(Scheduling, Outcomes, Extras):
         _compact(self._delayed, len(self.jobs))
         self._arm(ready_at)
 
+    def _to_state(self, job: Job, q: Queue, delay_ms: int) -> None:
+        """Index `job` as delayed for `delay_ms` ms when > 0, else as ready."""
+        if delay_ms > 0:
+            self._to_delayed(job, q, self.clock.monotonic_ms() + delay_ms)
+        else:
+            self._to_ready(job, q)
+
     def _to_buried(self, job: Job, q: Queue) -> None:
         job.state = BURIED
         job.hver += 1
         q.buried[job.id] = job
 
-    def _to_reserved(self, job: Job, q: Queue, owner: Owner, now: int) -> None:
+    def _to_reserved(self, job: Job, q: Queue, owner: Owner, now: int,
+                     mode: int = TOKEN_CHECKED) -> None:
+        """Reserve `job` (out of its index already, state not yet changed) for `owner` with a
+        new lease token; emits `reserve`."""
+        prev = job.state
+        row = check(prev, "reserve", RESERVED)
         job.state = RESERVED
         job.hver += 1
         job.owner = owner
         job.reserves += 1
+        job.token = self.tokens.next()
+        job.lease_mode = mode
         if owner.ttr_ms:
             job.ttr_ms = owner.ttr_ms
         job.deadline = now + job.ttr_ms
@@ -168,9 +203,8 @@ class Engine(Scheduling, Outcomes, Extras):
         owner.reserved[job.id] = job
         _compact(self._reserved, self.n_reserved)
         self._arm(job.deadline)
-        j = self.journal
-        if j is not None:
-            j.record(job, "reserve", owner.dialect, owner.durable, 0, owner.name)
+        self._emit(job, row, prev, owner.dialect, owner.name, None,
+                   owner.durable or mode == TOKEN_REQUIRED)
 
     def _leave(self, job: Job, q: Queue) -> None:
         """Take `job` out of its current state's index (its heap entries go stale)."""
@@ -186,6 +220,7 @@ class Engine(Scheduling, Outcomes, Extras):
             self.n_reserved -= 1
             del job.owner.reserved[job.id]
             job.owner = None
+            job.token = None
         elif s is BURIED:
             del q.buried[job.id]
         elif s is COMPLETED:
@@ -219,6 +254,8 @@ class Engine(Scheduling, Outcomes, Extras):
         history event (put, add, schedule, run, push). `ext`: dialect extras (core.extras:
         a job with unmet ``deps`` waits for them); `fmt`: payload encoding (core.model.Job).
         """
+        blocked = ext is not None and bool(ext.get("deps"))
+        row = check(NEW, event, DELAYED if blocked or delay_ms > 0 else READY)
         job = Job(self.next_id, queue, payload, priority, ttr_ms, delay_ms,
                   self.clock.wall_ms(), dialect, uid)
         self.next_id += 1
@@ -241,16 +278,15 @@ class Engine(Scheduling, Outcomes, Extras):
         q.total_jobs += 1
         self.total_jobs += 1
         j = self.journal
-        if j is not None:
-            if queue not in j.known_queues:
-                j.queue_seen(queue)
-            j.record(job, event, dialect, True, job.created_ms)
-        if ext is not None and ext.get("deps"):
+        if j is not None and queue not in j.known_queues:
+            j.queue_seen(queue)
+        if blocked:
             self._to_delayed(job, q, self.clock.monotonic_ms() + BLOCKED_MS)
-        elif delay_ms > 0:
-            self._to_delayed(job, q, self.clock.monotonic_ms() + delay_ms)
         else:
-            self._to_ready(job, q)
+            self._to_state(job, q, delay_ms)
+        self._emit(job, row, NEW, dialect, at=job.created_ms)
+        if job.state is READY:
+            self._serve(q)
         return job
 
     # ------------------------------------------------------------ consumers
@@ -267,21 +303,22 @@ class Engine(Scheduling, Outcomes, Extras):
     def _soonest_deadline(self, owner: Owner):
         return min((j.deadline for j in owner.reserved.values()), default=None)
 
-    def reserve(self, owner: Owner, queues: list[str], timeout_ms: int | None, callback):
+    def reserve(self, owner: Owner, queues: list[str], timeout_ms: int | None, callback,
+                mode: int = TOKEN_CHECKED):
         """Reserve the most urgent ready job of `queues` (priority, then id) for `owner`.
 
         Returns the reserved Job; DEADLINE_SOON when nothing is ready and one of the owner's
         reservations is within SAFETY_MARGIN_MS of its deadline; TIMED_OUT when nothing is ready
         and `timeout_ms` is 0; else a Waiter, whose `callback(result)` later gets the Job,
         TIMED_OUT (after `timeout_ms` ms; None waits forever) or DEADLINE_SOON.
-        Waiters are served longest-waiter first.
+        Waiters are served longest-waiter first. `mode`: the lease's token mode (core.leases).
         """
         now = self.clock.monotonic_ms()
         qs = [self.queue(n) for n in queues]
         bq = self._best_ready(qs, now)
         if bq is not None:
             job = self._pop_ready(bq)
-            self._to_reserved(job, bq, owner, now)
+            self._to_reserved(job, bq, owner, now, mode)
             return job
         soonest = self._soonest_deadline(owner) if owner.reserved and owner.margin else None
         if soonest is not None and now >= soonest - SAFETY_MARGIN_MS:
@@ -292,7 +329,7 @@ class Engine(Scheduling, Outcomes, Extras):
             for q in qs:
                 self._gc(q)
             return TIMED_OUT
-        return self._wait(owner, qs, now, timeout_ms, soonest, callback)
+        return self._wait(owner, qs, now, timeout_ms, soonest, callback, mode)
 
     def reserve_job(self, owner: Owner, id: int) -> Job | None:
         """Reserve job `id` if it is ready, delayed or buried (beanstalkd 1.12 reserve-job)."""
@@ -309,16 +346,16 @@ class Engine(Scheduling, Outcomes, Extras):
         job = owner.reserved.get(id)
         if job is None:
             return False
+        row = check(RESERVED, "release", DELAYED if delay_ms > 0 else READY)
         q = self.queues[job.queue]
         self._leave(job, q)
         job.priority = priority
         job.delay_ms = delay_ms
         job.releases += 1
-        self._log(job, "release", owner.dialect, owner.name)
-        if delay_ms > 0:
-            self._to_delayed(job, q, self.clock.monotonic_ms() + delay_ms)
-        else:
-            self._to_ready(job, q)
+        self._to_state(job, q, delay_ms)
+        self._emit(job, row, RESERVED, owner.dialect, owner.name)
+        if job.state is READY:
+            self._serve(q)
         return True
 
     def bury(self, owner: Owner, id: int, priority: int) -> bool:
@@ -326,12 +363,13 @@ class Engine(Scheduling, Outcomes, Extras):
         job = owner.reserved.get(id)
         if job is None:
             return False
+        row = check(RESERVED, "bury", BURIED)
         q = self.queues[job.queue]
         self._leave(job, q)
         job.priority = priority
         job.buries += 1
         self._to_buried(job, q)
-        self._log(job, "bury", owner.dialect, owner.name)
+        self._emit(job, row, RESERVED, owner.dialect, owner.name)
         return True
 
     def touch(self, owner: Owner, id: int) -> bool:
@@ -339,12 +377,19 @@ class Engine(Scheduling, Outcomes, Extras):
         job = owner.reserved.get(id)
         if job is None:
             return False
+        self._renew(job)
+        return True
+
+    def _renew(self, job: Job) -> None:
+        """deadline = now + ttr_ms for reserved `job`; a stored lease is stored again."""
+        row = check(RESERVED, "touch", RESERVED)
         job.hver += 1
         job.deadline = self.clock.monotonic_ms() + job.ttr_ms
         heappush(self._reserved, (job.deadline, job.id, job.hver, job))
         _compact(self._reserved, self.n_reserved)
         self._arm(job.deadline)
-        return True
+        if job.lease_mode == TOKEN_REQUIRED and self.journal is not None:
+            self._emit(job, row, RESERVED, job.owner.dialect)   # no event: the row only
 
     def delete(self, owner: Owner | None, id: int, dialect: str = "", force: bool = False,
                event: str = "delete") -> bool:
@@ -356,6 +401,8 @@ class Engine(Scheduling, Outcomes, Extras):
         if not force and (job.state is COMPLETED
                           or (job.state is RESERVED and job.owner is not owner)):
             return False
+        prev = job.state
+        row = check(prev, event, GONE)
         q = self.queues[job.queue]
         self._leave(job, q)
         job.state = DELETED
@@ -366,9 +413,9 @@ class Engine(Scheduling, Outcomes, Extras):
             self._unindex(job)
         q.deletes += 1
         if owner is not None:
-            self._log(job, event, owner.dialect, owner.name)
+            self._emit(job, row, prev, owner.dialect, owner.name)
         else:
-            self._log(job, event, dialect)
+            self._emit(job, row, prev, dialect)
         self._gc(q)
         return True
 
@@ -391,14 +438,17 @@ class Engine(Scheduling, Outcomes, Extras):
         return n
 
     def _kick(self, job: Job, q: Queue, dialect: str) -> None:
+        prev = job.state
+        row = check(prev, "kick", READY)
         self._leave(job, q)
         job.kicks += 1
         if job.result is not None:   # a failed (dead-lettered) job revived: its result is void
             job.result = None
             if not job.ttl_ms:
                 job.expires_at = 0    # it was only kept for its result
-        self._log(job, "kick", dialect)
         self._to_ready(job, q)
+        self._emit(job, row, prev, dialect)
+        self._serve(q)
 
     def kick_job(self, id: int, dialect: str) -> bool:
         """Kick one buried or delayed job to ready."""
@@ -412,10 +462,12 @@ class Engine(Scheduling, Outcomes, Extras):
         """The owner went away: cancel its wait and return its reservations to ready."""
         self.cancel_wait(owner)
         for job in list(owner.reserved.values()):
+            row = check(RESERVED, "abandon", READY)
             q = self.queues[job.queue]
             self._leave(job, q)
-            self._log(job, "abandon", owner.dialect, owner.name)
             self._to_ready(job, q)
+            self._emit(job, row, RESERVED, owner.dialect, owner.name)
+            self._serve(q)
 
     # ----------------------------------------------------------------- peeks
     def peek(self, id: int) -> Job | None:
@@ -461,6 +513,6 @@ class Engine(Scheduling, Outcomes, Extras):
                 heapify(h)
             heappush(h, (q.paused_until, self._seq, queue))
             self._arm(q.paused_until)
-        elif q.waiting:
-            self._dispatch(q)
+        else:
+            self._serve(q)
         return True

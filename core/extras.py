@@ -12,6 +12,10 @@ keys the engine reads itself:
   deadline BLOCKED_MS and becomes ready when the last dependency completes (`_deps_done`). A
   dependency that is deleted without completing leaves it waiting.
 - ``lifo`` (true): among equal priorities, this job is served before older ones.
+- ``resultFmt`` (1): the result is a MessagePack value (a bunqueue ACK result).
+
+`job.ext` is never changed in place: every change replaces the dict (`update_ext`), so a
+snapshot (core.model.JobView) may share it.
 
 Units: ms; deadlines are monotonic ms.
 """
@@ -19,7 +23,9 @@ from __future__ import annotations
 
 from heapq import heappush
 
-from .model import BURIED, COMPLETED, DELAYED, READY, RESERVED, Job, Owner
+from .model import BURIED, COMPLETED, DELAYED, READY, RESERVED, TOKEN_CHECKED
+from .records import Job, Owner
+from .transitions import NEW, check
 
 #: How far in the future a job waiting for dependencies is parked (ms, about 100 years).
 BLOCKED_MS = 100 * 365 * 86_400_000
@@ -70,11 +76,15 @@ class Extras:
             deps = job.ext.get("deps")
             if not deps or uid not in deps:
                 continue
-            deps.remove(uid)
+            deps = [d for d in deps if d != uid]
+            ext = dict(job.ext)
             if deps:
+                ext["deps"] = deps
+                job.ext = ext
                 self._mark(job)
                 continue
-            del job.ext["deps"]
+            del ext["deps"]
+            job.ext = ext
             if job.state is DELAYED and job.ready_at >= self.clock.monotonic_ms() + BLOCKED_MS // 2:
                 self.requeue(job, 0, "ready", "jobgate")
             else:
@@ -87,8 +97,11 @@ class Extras:
 
     # --------------------------------------------------------- state moves
     def requeue(self, job: Job, delay_ms: int, event: str, dialect: str) -> None:
-        """Move `job` from any state (reserved by anyone, delayed, buried, completed) back to
-        ready, or delayed for `delay_ms` ms; its result, if any, is cleared."""
+        """Move `job` from any state the table allows for `event` (release, ready, promote,
+        retry: reserved by anyone, delayed, buried, completed) back to ready, or delayed for
+        `delay_ms` ms; its result, if any, is cleared."""
+        prev = job.state
+        row = check(prev, event, DELAYED if delay_ms > 0 else READY)
         q = self.queues[job.queue]
         self._leave(job, q)
         if job.result is not None:
@@ -98,17 +111,10 @@ class Extras:
                 job.expires_at = 0   # it was only kept for its result
             if job.ext is not None and job.ext.get("uniqueKey") is not None:
                 self.unique.setdefault((job.queue, job.ext["uniqueKey"]), job)
-        self._log(job, event, dialect)
-        if delay_ms > 0:
-            self._to_delayed(job, q, self.clock.monotonic_ms() + delay_ms)
-        else:
-            self._to_ready(job, q)
-
-    def block(self, job: Job) -> None:
-        """Park a new job whose dependencies are unmet (see BLOCKED_MS)."""
-        q = self.queues[job.queue]
-        self._leave(job, q)
-        self._to_delayed(job, q, self.clock.monotonic_ms() + BLOCKED_MS)
+        self._to_state(job, q, delay_ms)
+        self._emit(job, row, prev, dialect)
+        if job.state is READY:
+            self._serve(q)
 
     def touch_job(self, job: Job, ttr_ms: int = 0) -> bool:
         """Renew a reservation whoever holds it: deadline = now + `ttr_ms` (0: the job's TTR).
@@ -119,8 +125,10 @@ class Extras:
             job.ttr_ms = ttr_ms
         return self.touch(job.owner, job.id)
 
-    def reserve_many(self, owner: Owner, queue: str, n: int) -> list[Job]:
-        """Reserve up to `n` ready jobs of `queue` at once (not while it is paused)."""
+    def reserve_many(self, owner: Owner, queue: str, n: int,
+                     mode: int = TOKEN_CHECKED) -> list[Job]:
+        """Reserve up to `n` ready jobs of `queue` at once (not while it is paused); `mode`:
+        the leases' token mode (core.leases)."""
         q = self.queues.get(queue)
         out: list[Job] = []
         if q is None or not q.n_ready:
@@ -132,20 +140,24 @@ class Extras:
             job = self._pop_ready(q)
             if job is None:
                 break
-            self._to_reserved(job, q, owner, now)
+            self._to_reserved(job, q, owner, now, mode)
             out.append(job)
         return out
 
     def change_priority(self, job: Job, priority: int, dialect: str) -> None:
         """Set the job's canonical rank; a ready job moves to its new place at once."""
-        if job.state is READY:
+        prev = job.state
+        row = check(prev, "priority", prev)
+        if prev is READY:
             q = self.queues[job.queue]
             self._leave(job, q)
             job.priority = priority
             self._to_ready(job, q)
+            self._emit(job, row, prev, dialect)
+            self._serve(q)
         else:
             job.priority = priority
-        self._log(job, "priority", dialect)
+            self._emit(job, row, prev, dialect)
 
     def replace_payload(self, job: Job, payload: bytes, fmt: int) -> None:
         """Replace the payload in place (bunqueue Update); stored with the next commit."""
@@ -155,21 +167,28 @@ class Extras:
         if j is not None:
             j.payload_replaced(job)
 
-    def update_ext(self, job: Job, **fields) -> None:
-        """Set extras fields of `job` (creating its ext) and store them with the next commit."""
-        if job.ext is None:
-            job.ext = {}
-        job.ext.update(fields)
-        self._mark(job)
+    def update_ext(self, job: Job, fields: dict, drop=(), persist: bool = True) -> None:
+        """Set extras `fields` of `job` and remove the keys in `drop` (a new dict: `ext` is
+        never changed in place). `persist`: store them with the next commit; else they are
+        stored whenever the job's row is written next."""
+        ext = dict(job.ext) if job.ext else {}
+        ext.update(fields)
+        for k in drop:
+            ext.pop(k, None)
+        job.ext = ext
+        if persist:
+            self._mark(job)
 
-    def dead_letter(self, job: Job, result: bytes, dialect: str, event: str = "dlq") -> bool:
-        """Fail `job` for good now (bunqueue Discard, unrecoverable FAIL): buried with `result`.
+    def dead_letter(self, job: Job, result: bytes, dialect: str) -> bool:
+        """Fail `job` for good now (bunqueue Discard): buried with `result`, event `dlq`.
         False when it already finished."""
         if job.state is COMPLETED or job.state is BURIED and job.result is not None:
             return False
+        prev = job.state
+        row = check(prev, "dlq", BURIED)
         q = self.queues[job.queue]
         self._leave(job, q)
-        self._finish(job, q, result, False, event, dialect)
+        self._finish(job, q, result, False, row, prev, dialect)
         return True
 
     def put_plain(self, queue: str, items: list, ttr_ms: int, dialect: str, max_fails: int,
@@ -181,15 +200,18 @@ class Extras:
         out: list[Job] = []
         if not items:
             return out
+        row = check(NEW, event, READY)
         now = self.clock.wall_ms()
         q = self.queues.get(queue) or self.queue(queue)
         jobs = self.jobs
         by_uid = self.by_uid
         ready = q.ready
         j = self.journal
-        if j is not None:
-            if queue not in j.known_queues:
-                j.queue_seen(queue)
+        if j is not None and queue not in j.known_queues:
+            j.queue_seen(queue)
+        feed = self.feed
+        fast = j is not None and not feed.subs and feed.sinks == (j.on_events,)
+        if fast:
             events = j.events if j.history else None
             dirty = j.dirty
         nid = self.next_id
@@ -205,7 +227,7 @@ class Extras:
                 heappush(ready, (0, self.lifo_key(job), 1, job))
             else:
                 heappush(ready, (0, nid, 1, job))
-            if j is not None:
+            if fast:
                 if events is not None:
                     events.append((nid, queue, dialect, event, now, 0, uid, 0, len(payload),
                                    None, None))
@@ -217,14 +239,16 @@ class Extras:
         q.total_jobs += n
         self.total_jobs += n
         q.n_ready += n
-        if j is not None:
+        if fast:
             j.records += n
             if not j.pending:
                 j.pending = True
                 if j.on_pending is not None:
                     j.on_pending()
-        if q.waiting:
-            self._dispatch(q)
+        else:   # subscribers, or memory mode: each job through the feed
+            for job in out:
+                self._emit(job, row, NEW, dialect, at=now)
+        self._serve(q)
         return out
 
     def lifo_key(self, job: Job) -> int:

@@ -1,13 +1,18 @@
 """The mutation journal: what the single writer flushes to storage in batches (group commit).
 
-The engine calls `record(job, event, dialect)` for every transition. Records gather in the open
-batch; `take()` closes it into a `Batch` (row snapshots made on the event-loop thread, so the
-writer thread never reads live objects) and opens the next. `committed` is the number of the last
-batch whose transaction committed; a reply that must be durable waits until
-`committed >= open_batch` as it was when the reply was produced (see gateway.writer).
+The journal is the first sink of the engine's event feed (core/events.py): every transition
+reaches `on_events()`, which appends its history rows and marks the job dirty. `take()` closes
+the open batch into a `Batch` of the storage port's named operations (core/storage.py; row
+snapshots made on the event-loop thread, so the writer thread never reads live objects) and
+opens the next. `committed` is the number of the last batch whose transaction committed; a
+reply that must be durable waits until `committed >= commit_mark()` as it was when the reply
+was produced (see gateway/writer.py).
 
 Coalescing: a job touched several times in one batch is written once with its final state; a job
 created and deleted within one batch is never written to the jobs table (its events still are).
+Which operation writes a job's row follows from its final state: deleted -> delete_jobs; not yet
+stored -> insert_jobs; reserved with a lease kept across restarts (core/leases.py) ->
+record_reservations; finished (a result) -> record_results; otherwise -> move_states.
 """
 from __future__ import annotations
 
@@ -15,31 +20,50 @@ from dataclasses import dataclass, field
 
 import msgpack
 
-from .model import DELAYED, DELETED
+from .model import DELAYED, DELETED, RESERVED, TOKEN_REQUIRED
 
 _pack_extras = msgpack.Packer(use_bin_type=True).pack
 
 
+def _text(error) -> str | None:
+    """A failure's text for the history (its first 1000 bytes), or None when empty."""
+    if not error:
+        return None
+    if error.__class__ is str:
+        error = error.encode("utf-8", "replace")
+    return error[:1000].decode("utf-8", "replace")
+
+
 @dataclass
 class Batch:
-    """One group commit. Rows are tuples in the column order of core.schema.
+    """One group commit: the rows of each named storage operation (core/storage.py), tuples
+    in the column orders of core.schema.
 
-    number: batch sequence number (1, 2, ...); inserts: new job rows with zero counters
-    (JOB_NEW_COLUMNS), inserts_full: new job rows with counters (JOB_INSERT_COLUMNS),
-    updates: job rows (JOB_UPDATE_COLUMNS); payloads: (payload, payload_fmt, id) rows of
-    payloads replaced in place; deletes: job ids (ints);
-    events: job_events rows; queues: (name, created_ms) of queues first used; next_id: the next job id to hand out (stored in jobgate_meta).
+    number: batch sequence number (1, 2, ...); queues: (name, created_ms) of queues first used;
+    inserts: new job rows with zero counters (JOB_NEW_COLUMNS); inserts_full: new job rows with
+    counters, a result or a lease (JOB_INSERT_COLUMNS); moves: JOB_UPDATE_COLUMNS + id;
+    reservations: JOB_UPDATE_COLUMNS + LEASE_COLUMNS + id; results: JOB_UPDATE_COLUMNS +
+    RESULT_COLUMNS + id; payloads: (payload, payload_fmt, id) rows of payloads replaced in place;
+    deletes: job ids (ints); events: job_events rows (EVENT_COLUMNS); next_id: the next job id to
+    hand out (stored in jobgate_meta).
     """
 
     number: int
+    queues: list = field(default_factory=list)
     inserts: list = field(default_factory=list)
     inserts_full: list = field(default_factory=list)
-    updates: list = field(default_factory=list)
+    moves: list = field(default_factory=list)
+    reservations: list = field(default_factory=list)
+    results: list = field(default_factory=list)
     payloads: list = field(default_factory=list)
     deletes: list = field(default_factory=list)
     events: list = field(default_factory=list)
-    queues: list = field(default_factory=list)
     next_id: int = 0
+
+    @property
+    def updates(self) -> list:
+        """Every job row updated in place (moves, reservations and results)."""
+        return self.moves + self.reservations + self.results
 
 
 class Journal:
@@ -68,23 +92,26 @@ class Journal:
         self.known_queues.add(name)
         self.new_queues.append((name, self.clock.wall_ms()))
 
-    def record(self, job, event: str, dialect: str, dirty: bool = True, at: int = 0,
-               worker: str | None = None, error: str | None = None) -> None:
-        """Note that `job` changed through `event` (put, reserve, release, ...) via `dialect`.
+    def on_events(self, job, events: tuple, prev: str, dialect: str, durable: bool = True,
+                  worker: str | None = None, error=None, at: int = 0) -> None:
+        """The feed's sink: `job` changed through `events` (put, reserve, release, ...) via
+        `dialect`.
 
-        `dirty=False` writes only the history event, not the job row, and does not start a
-        commit: a reservation is not stored, because reserved jobs come back ready after a
-        restart anyway; its event rides with the next commit (the writer flushes lone events
-        within a second). `at`: the event's wall-clock ms when the caller already read it.
-        `worker`: the connection or lock owner that caused it, when known; `error`: the text
-        of a failure. The history row also carries the job's uid, priority and payload size.
+        `durable=False` writes only the history events, not the job row, and does not start a
+        commit: a beanstalk reservation is not stored, because reserved jobs come back ready
+        after a restart anyway; its event rides with the next commit (the writer flushes lone
+        events within a second). `at`: the events' wall-clock ms. `worker`: the connection or
+        lock owner that caused it, when known; `error`: the failure's text (str or bytes), on
+        `fail` events. The history row also carries the job's uid, priority and payload size.
         """
         if self.history:
-            self.events.append((job.id, job.queue, dialect, event, at or self.clock.wall_ms(),
-                                job.reserves, job.uid, job.priority, len(job.payload), worker,
-                                error))
-        self.records += 1
-        if not dirty:
+            at = at or self.clock.wall_ms()
+            for ev in events:
+                self.events.append((job.id, job.queue, dialect, ev, at, job.reserves, job.uid,
+                                    job.priority, len(job.payload), worker,
+                                    _text(error) if ev == "fail" else None))
+        self.records += len(events)
+        if not durable:
             return
         self.dirty[job.id] = job
         if not self.pending:
@@ -109,13 +136,18 @@ class Journal:
         """True when anything (rows or lone history events) waits for the writer."""
         return self.pending or bool(self.events) or bool(self.dirty)
 
+    def commit_mark(self) -> int:
+        """The batch number that must be committed before a reply that depends on every
+        mutation made so far may go out (committed >= this: nothing to wait for)."""
+        return self.open_batch if self.pending else self.open_batch - 1
+
     def take(self, next_id: int) -> Batch:
         """Close the open batch into a Batch of row snapshots and open the next one."""
         b = Batch(self.open_batch, next_id=next_id)
         self.open_batch += 1
         now_mono = self.clock.monotonic_ms()
         now_wall = self.clock.wall_ms()
-        ins, full, upd, dels = b.inserts, b.inserts_full, b.updates, b.deletes
+        ins, full, dels = b.inserts, b.inserts_full, b.deletes
         for job in self.dirty.values():
             st = job.state
             if st is DELETED:
@@ -126,10 +158,17 @@ class Journal:
             ready_at = now_wall + (job.ready_at - now_mono) if st is DELAYED else None
             exp = now_wall + (job.expires_at - now_mono) if job.expires_at else None
             ext = None if job.ext is None else _pack_extras(job.ext)
+            leased = st is RESERVED and job.lease_mode == TOKEN_REQUIRED
             if job.in_db:
-                upd.append((st, job.priority, ready_at, job.delay_ms, job.ttr_ms, job.reserves,
-                            job.timeouts, job.releases, job.buries, job.kicks, job.fails,
-                            job.result, 1 if job.result_ok else 0, exp, ext, job.id))
+                upd = (st, job.priority, ready_at, job.delay_ms, job.ttr_ms, job.reserves,
+                       job.timeouts, job.releases, job.buries, job.kicks, job.fails, exp, ext)
+                if leased:
+                    b.reservations.append(upd + (job.token, job.owner.name,
+                                                 now_wall + (job.deadline - now_mono), job.id))
+                elif job.result is not None:
+                    b.results.append(upd + (job.result, 1 if job.result_ok else 0, job.id))
+                else:
+                    b.moves.append(upd + (job.id,))
                 if job.id in self.payload_changed:
                     b.payloads.append((job.payload, job.fmt, job.id))
             else:
@@ -142,7 +181,10 @@ class Journal:
                         or job.fails or job.result is not None):
                     full.append(row + (job.reserves, job.timeouts, job.releases, job.buries,
                                        job.kicks, job.fails, job.result,
-                                       1 if job.result_ok else 0))
+                                       1 if job.result_ok else 0)
+                                + ((job.token, job.owner.name,
+                                    now_wall + (job.deadline - now_mono)) if leased
+                                   else (None, None, None)))
                 else:
                     ins.append(row)
         b.events = self.events

@@ -1,12 +1,16 @@
-"""The canonical job record and queue, shared by every dialect (DESIGN.md, "The canonical model").
+"""The value types of the engine port (DESIGN.md, "The canonical model"; core/api.py).
+
+Everything here is a constant or an immutable value: dialects and the gateway import this module
+and core.api, never the engine's live records (core/records.py). Snapshots are NamedTuples:
+immutable, cheap to build, read by attribute.
 
 Priorities are canonical ranks: a signed int64, lower is served first, ties FIFO by id.
-Times: `created_ms` is wall-clock ms since the epoch; `ready_at` and `deadline` are monotonic ms
-(see core.clock); durations (`delay_ms`, `ttr_ms`) are ms.
+Units: every `*_ms` duration is milliseconds; `created_ms`, `due_ms` and `at_ms` are wall-clock
+ms since the Unix epoch; `left_ms` is ms from the snapshot's moment.
 """
 from __future__ import annotations
 
-from collections import deque
+from typing import NamedTuple
 
 # Job states. Plain strings so they read well in storage and logs.
 DELAYED = "delayed"
@@ -24,172 +28,17 @@ UID_PREFIX = "6a6f6267-6174-4"
 #: Ready jobs whose rank is below this count as "urgent" (beanstalk: pri < 1024).
 URGENT_RANK = -(2**31) + 1024
 
-
-class Job:
-    """One job, in whichever dialect it was created.
-
-    Fields: id (int64, monotonic), uid (str | None, unique), queue (name), payload (bytes, never
-    altered), priority (canonical rank), state (one of LIVE_STATES or DELETED), created_ms (wall ms),
-    delay_ms / ttr_ms (ms), ready_at (monotonic ms, while delayed), deadline (monotonic ms, while
-    reserved), owner (the Owner holding the reservation), counters reserves / timeouts / releases /
-    buries / kicks, dialect (str that created it), hver (heap-entry version, internal),
-    in_db (0, or the number of the journal batch that inserted the row: internal).
-    Finishing fields: ttl_ms (the TTL the client gave, ms, 0 = none), expires_at (monotonic ms
-    when the job is evicted, 0 = never), max_attempts / max_fails (0 = unlimited / none),
-    fails (explicit failures), result (bytes or None), result_ok (success flag of the result),
-    sched_ms (wall ms of a workq `schedule` time, 0 = not scheduled).
-    Dialect extras: fmt (payload encoding: 0 raw bytes, 1 a MessagePack value: bunqueue data
-    that is not a string), ext (dict of bunqueue fields such as name, backoff, tags, progress,
-    logs, dependsOn; None for jobs that have none; stored as one MessagePack map).
-    """
-
-    __slots__ = (
-        "id", "uid", "queue", "payload", "priority", "state", "created_ms", "delay_ms", "ttr_ms",
-        "ready_at", "deadline", "owner", "reserves", "timeouts", "releases", "buries", "kicks",
-        "dialect", "hver", "in_db", "ttl_ms", "expires_at", "max_attempts", "max_fails",
-        "fails", "result", "result_ok", "sched_ms", "fmt", "ext",
-    )
-
-    def __init__(self, id: int, queue: str, payload: bytes, priority: int, ttr_ms: int,
-                 delay_ms: int, created_ms: int, dialect: str, uid: str | None = None) -> None:
-        self.id = id
-        self.uid = uid
-        self.queue = queue
-        self.payload = payload
-        self.priority = priority
-        self.state = READY
-        self.created_ms = created_ms
-        self.delay_ms = delay_ms
-        self.ttr_ms = ttr_ms
-        self.ready_at = 0
-        self.deadline = 0
-        self.owner = None
-        self.reserves = 0
-        self.timeouts = 0
-        self.releases = 0
-        self.buries = 0
-        self.kicks = 0
-        self.dialect = dialect
-        self.hver = 0
-        self.in_db = 0
-        self.ttl_ms = 0
-        self.expires_at = 0
-        self.max_attempts = 0
-        self.max_fails = 0
-        self.fails = 0
-        self.result = None
-        self.result_ok = False
-        self.sched_ms = 0
-        self.fmt = 0
-        self.ext = None
-
-    @property
-    def finished(self) -> bool:
-        """True once the job has a result (completed, or failed for good)."""
-        return self.result is not None
-
-    def __repr__(self) -> str:  # pragma: no cover - debugging aid
-        return f"<Job {self.id} {self.queue} {self.state} pri={self.priority}>"
-
-
-class Queue:
-    """A named queue (beanstalk tube = workq name = bunqueue queue).
-
-    Indexes: `ready` heap of (priority, id, hver, job); `delayed` heap of (ready_at, id, hver, job);
-    `buried` dict id -> job in bury order (FIFO); `waiters` deque of Waiters in arrival order.
-    Counters: live counts per state (`n_done`: completed jobs kept for their result), `urgent`
-    ready jobs, `total_jobs` created, `deletes`, `pauses`; references: `using`, `watching`
-    (connections that name it), `waiting` (live waiters); `keep`: never garbage-collected (a
-    workq name lives on once used, as in workq).
-    Pause: `paused_until` monotonic ms (0 = not paused) and `pause_ms` (the last pause duration).
-    """
-
-    __slots__ = (
-        "name", "ready", "delayed", "buried", "waiters", "n_ready", "n_delayed", "n_reserved",
-        "urgent", "total_jobs", "deletes", "pauses", "using", "watching", "waiting",
-        "paused_until", "pause_ms", "n_done", "keep",
-    )
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.ready: list = []
-        self.delayed: list = []
-        self.buried: dict[int, Job] = {}
-        self.waiters: deque = deque()
-        self.n_ready = 0
-        self.n_delayed = 0
-        self.n_reserved = 0
-        self.urgent = 0
-        self.total_jobs = 0
-        self.deletes = 0
-        self.pauses = 0
-        self.using = 0
-        self.watching = 0
-        self.waiting = 0
-        self.paused_until = 0
-        self.pause_ms = 0
-        self.n_done = 0
-        self.keep = False
-
-    def is_empty(self) -> bool:
-        """True when the queue holds no job in any state."""
-        return not (self.n_ready or self.n_delayed or self.n_reserved or self.buried
-                    or self.n_done)
-
-    def is_referenced(self) -> bool:
-        """True when some connection uses, watches or waits on the queue (or it is kept)."""
-        return bool(self.using or self.watching or self.waiting or self.keep)
-
-
-class Owner:
-    """Who holds reservations: one per connection (beanstalk) or lock holder (bunqueue).
-
-    `reserved` maps job id -> Job for the jobs this owner holds; `waiter` is its pending reserve.
-    `dialect` names the protocol, for the history table. `margin`: a waiting reserve gets
-    DEADLINE_SOON near one of the owner's TTR deadlines (beanstalk; workq has no such reply).
-    `durable`: a reservation is committed before it is answered (workq counts attempts at lease
-    and they must survive a restart; beanstalk reservations are not stored).
-    `ttr_ms`: when not 0, a reservation by this owner sets the job's TTR to it (bunqueue lockTtl).
-    `name`: the worker in the history (`<dialect>#<n>` per connection, or a bunqueue owner).
-    """
-
-    __slots__ = ("reserved", "waiter", "dialect", "margin", "durable", "ttr_ms", "name")
-    _count = 0
-
-    def __init__(self, dialect: str, margin: bool = True, durable: bool = False,
-                 ttr_ms: int = 0, name: str | None = None) -> None:
-        if name is None:
-            Owner._count += 1
-            name = f"{dialect}#{Owner._count}"
-        self.name = name
-        self.reserved: dict[int, Job] = {}
-        self.waiter: Waiter | None = None
-        self.dialect = dialect
-        self.margin = margin
-        self.durable = durable
-        self.ttr_ms = ttr_ms
-
-
-class Waiter:
-    """A reserve that is waiting for a job.
-
-    `queues`: the Queue objects watched; `timeout_at`: monotonic ms or None (wait forever);
-    `callback(result)` is called exactly once with a reserved Job, TIMED_OUT or DEADLINE_SOON.
-    """
-
-    __slots__ = ("owner", "queues", "timeout_at", "callback", "done", "seq")
-
-    def __init__(self, owner: Owner, queues: list, timeout_at, callback, seq: int) -> None:
-        self.owner = owner
-        self.queues = queues
-        self.timeout_at = timeout_at
-        self.callback = callback
-        self.done = False
-        self.seq = seq
+# Lease token modes (core/leases.py): how a presented lock token is treated.
+#: The default: a token is optional, but one that is presented must match.
+TOKEN_CHECKED = 0
+#: A token is required and must match (a bunqueue PULL with `owner`: a lock).
+TOKEN_REQUIRED = 1
+#: Any presented token is ignored (a bunqueue PULL without `owner`: bunqueue 2.9.5 has no lock).
+TOKEN_IGNORED = 2
 
 
 class _Outcome:
-    """A named non-job result of reserve (TIMED_OUT, DEADLINE_SOON)."""
+    """A named non-job result of a waiting call (TIMED_OUT, DEADLINE_SOON, WAITING)."""
 
     __slots__ = ("name",)
 
@@ -200,27 +49,159 @@ class _Outcome:
         return self.name
 
 
+#: Nothing became available within the timeout (reserve, lease, PULL, result, WaitJob).
 TIMED_OUT = _Outcome("TIMED_OUT")
+#: beanstalk: a reservation of this owner is within its last second (reserve's safety margin).
 DEADLINE_SOON = _Outcome("DEADLINE_SOON")
+#: The call registered a waiter; its callback will be called once with the answer.
+WAITING = _Outcome("WAITING")
 
 
-class ResultWaiter:
-    """A client waiting for a job's result (workq `result`, `run`).
+class Reserved(NamedTuple):
+    """A job a reservation just handed out (reserve, lease, PULL).
 
-    `job_id`: the job; `callback(outcome)` is called exactly once with the finished Job or
-    TIMED_OUT; `run`: this is the submitter of a workq `run`, whose job is deleted after it is
-    answered; `phase`: 0 = waiting for a worker, 1 = waiting until the lease's TTR deadline.
+    `uid` is None for a job created without a client uid (derived_uid(id) names it for other
+    dialects); `fmt`: payload encoding (0 raw bytes, 1 MessagePack); `ttr_ms`: the lease's TTR;
+    `token`: the lease token (core/leases.py); `committed`: the job's row is already stored, so
+    a reply that hands it out need not wait for a commit.
     """
 
-    __slots__ = ("job_id", "callback", "done", "seq", "run", "phase")
+    id: int
+    uid: str | None
+    queue: str
+    payload: bytes
+    fmt: int
+    ttr_ms: int
+    token: str
+    committed: bool
 
-    def __init__(self, job_id: int, callback, seq: int, run: bool = False) -> None:
-        self.job_id = job_id
-        self.callback = callback
-        self.done = False
-        self.seq = seq
-        self.run = run
-        self.phase = 0
+    def any_uid(self) -> str:
+        """The uid other dialects use for this job: the client's, or derived_uid(id)."""
+        return self.uid if self.uid is not None else derived_uid(self.id)
+
+
+class LeaseView(NamedTuple):
+    """The lease of a reserved job: `token`, `mode` (TOKEN_CHECKED / _REQUIRED / _IGNORED),
+    `owner` (the worker name: `beanstalk#3`, a bunqueue owner, ...), `left_ms` (ms to its
+    deadline), `due_ms` (the deadline, wall ms)."""
+
+    token: str
+    mode: int
+    owner: str
+    left_ms: int
+    due_ms: int
+
+
+class JobView(NamedTuple):
+    """An immutable snapshot of one job (peek, stats-job, inspect, GetJob ...).
+
+    `uid`: the job's uid as other dialects see it (the client's, or derived_uid(id));
+    `client_uid`: True when a client gave it. `state`: one of LIVE_STATES. `blocked`: waiting
+    for dependencies (core/extras.py). `left_ms` / `due_ms`: time to / wall time of the state's
+    timer (delayed: when it becomes ready; reserved: the TTR deadline), 0 otherwise.
+    `ext`: the dialect extras (a read-only mapping, or None); `lease`: a LeaseView while
+    reserved, else None. Counters: reserves, timeouts, releases, buries, kicks, fails.
+    `result` / `result_ok`: the outcome of a finished job (None while unfinished).
+    """
+
+    id: int
+    uid: str
+    client_uid: bool
+    queue: str
+    payload: bytes
+    fmt: int
+    priority: int
+    state: str
+    dialect: str
+    created_ms: int
+    delay_ms: int
+    ttr_ms: int
+    ttl_ms: int
+    sched_ms: int
+    max_attempts: int
+    max_fails: int
+    reserves: int
+    timeouts: int
+    releases: int
+    buries: int
+    kicks: int
+    fails: int
+    result: bytes | None
+    result_ok: bool
+    ext: object
+    blocked: bool
+    left_ms: int
+    due_ms: int
+    lease: LeaseView | None
+
+
+class QueueView(NamedTuple):
+    """An immutable snapshot of one queue's counts (stats-tube, inspect queue, GetJobCounts).
+
+    Jobs: ready (urgent: ready with rank < URGENT_RANK), delayed (blocked: delayed while
+    waiting for dependencies, included in `delayed`), reserved, buried, completed (kept for
+    their result). Connections: using, watching, waiting (reservers). Counters: total_jobs,
+    deletes, pauses. Pause: `paused` now, `pause_ms` (the last pause's duration), `pause_left_ms`.
+    `kept`: the queue stays when empty (workq names, bunqueue pauses); `pinned`: never removed.
+    """
+
+    name: str
+    ready: int
+    urgent: int
+    delayed: int
+    blocked: int
+    reserved: int
+    buried: int
+    completed: int
+    using: int
+    watching: int
+    waiting: int
+    total_jobs: int
+    deletes: int
+    pauses: int
+    paused: bool
+    pause_ms: int
+    pause_left_ms: int
+    kept: bool
+    pinned: bool
+
+    def is_empty(self) -> bool:
+        """True when the queue holds no job in any state."""
+        return not (self.ready or self.delayed or self.reserved or self.buried
+                    or self.completed)
+
+
+class ServerStats(NamedTuple):
+    """Server-wide counts (beanstalk `stats`, bunqueue Stats / Prometheus, workq inspect server).
+
+    Jobs by state: urgent, ready, reserved, delayed, buried, completed. `queues`: live queues;
+    `waiting`: waiting reservers; `job_timeouts`: TTR expiries ever; `total_jobs`: jobs created
+    since start (restored ones included); `evicted_jobs`: unfinished jobs removed by their TTL;
+    `stall_failures`: jobs a stall policy sent to the dead letters; `draining`: puts refused.
+    """
+
+    urgent: int
+    ready: int
+    reserved: int
+    delayed: int
+    buried: int
+    completed: int
+    queues: int
+    waiting: int
+    job_timeouts: int
+    total_jobs: int
+    evicted_jobs: int
+    stall_failures: int
+    draining: bool
+
+
+class Failure(NamedTuple):
+    """What a worker reported with a failure (bunqueue FAIL; core/failures.py records it):
+    `error` text or None, `stack` lines (a list of str, kept up to the reference's limit, 10) or
+    None."""
+
+    error: str | None
+    stack: list | None = None
 
 
 def derived_uid(id: int) -> str:

@@ -2,14 +2,18 @@
 
 `Outcomes` is a base of core.engine.Engine. It adds to the state machine:
 
-- results: `complete(job, result)` and `fail(job, result)` (workq; later bunqueue ACK / FAIL).
-  A completed job leaves every queue index but stays, with its result, until its TTL ends (or
-  RESULT_RETENTION_MS when it has none). A job that fails for good is BURIED with its result
-  (DESIGN.md: failed = buried, so beanstalk's `kick` revives it).
+- results: `complete(job, result)` and `fail(job, result)` (workq complete / fail, bunqueue
+  ACK / FAIL). A completed job leaves every queue index but stays, with its result, until its
+  TTL ends (or RESULT_RETENTION_MS when it has none). A job that fails for good is BURIED with
+  its result (DESIGN.md: failed = buried, so beanstalk's `kick` revives it).
+- failure records (core/failures.py): what a worker reported with a failure (error, stack) and
+  the attempts made, kept with the job.
 - max-attempts and max-fails: a TTR expiry at `reserves >= max_attempts` fails the job with an
   empty result; `fail` requeues while `fails < max_fails` (workq-protocol.txt, "Max Fails";
-  the reference workq does not enforce it, we do: docs/workq.md).
-- result waiters (`wait_result`, `run`): every waiter gets the result when the job finishes.
+  the reference workq does not enforce it, we do: docs/workq.md). The stall policy of the
+  job's dialect (core/failures.py JobPolicy) may count the expiry as an attempt and dead-letter.
+- result waiters (`wait_result`, `run`): every waiter gets the result when the job finishes;
+  they are the feed's per-job watchers (core/events.py `Feed.watchers`).
 - TTL eviction in any state (`expires_at`), counted in `evicted_jobs` when the job was unfinished.
 - uid lookups: a client uid, or the uid derived from the id for jobs created without one.
 - paged listings of a queue's ready and delayed jobs in serve order.
@@ -20,17 +24,17 @@ from __future__ import annotations
 
 from heapq import heapify, heappop, heappush, nsmallest
 
-from .model import (COMPLETED, RESERVED, TIMED_OUT, Job, Queue, ResultWaiter, derived_uid,
+from . import failures
+from .model import (BURIED, COMPLETED, DELAYED, READY, RESERVED, TIMED_OUT, derived_uid,
                     parse_derived_uid)
-
-def _text(result: bytes) -> str | None:
-    """A failure's text for the history (at most 1000 bytes), or None."""
-    return result[:1000].decode("utf-8", "replace") if result else None
-
+from .records import Job, Queue, ResultWaiter
+from .transitions import check
 
 #: How long the result of a job without a TTL (e.g. a beanstalk put completed through workq)
 #: is kept after it finished, in ms.
 RESULT_RETENTION_MS = 3_600_000
+
+_RESULT = object()   # _finish: the failure text is the result
 
 
 class Outcomes:
@@ -78,7 +82,7 @@ class Outcomes:
             heappop(h)
             job = jobs.get(id)
             if job is not None and job.expires_at == at:
-                if job.state is RESERVED and job.dialect in self.ttl_waiting_only:
+                if job.state is RESERVED and self.policy(job).ttl_spares_reserved:
                     self._expire_at(job, max(job.deadline, now + 1))   # after its lease
                     continue
                 if job.result is None:
@@ -90,9 +94,11 @@ class Outcomes:
             self._expire_at(job, self.clock.monotonic_ms() + RESULT_RETENTION_MS)
 
     # ------------------------------------------------------------ finishing
-    def _finish(self, job: Job, q: Queue, result: bytes, ok: bool, event: str,
-                dialect: str) -> None:
-        """Give `job` (already out of its index) its result: completed, or failed (= buried)."""
+    def _finish(self, job: Job, q: Queue, result: bytes, ok: bool, row, prev: str,
+                dialect: str, error=_RESULT) -> None:
+        """Give `job` (already out of its index) its result: completed, or failed (= buried).
+        `row`: the transition (core.transitions.Row) whose events are written; `error`: the
+        failure's text for them (str, bytes or None; default: the result bytes)."""
         job.result = result
         job.result_ok = ok
         if ok:
@@ -101,9 +107,8 @@ class Outcomes:
             q.n_done += 1
         else:
             self._to_buried(job, q)
-        self._log(job, event, dialect, None, None if ok else _text(result))
-        if not ok and event != "dlq":   # the history says when a job enters the dead letters
-            self._log(job, "dlq", dialect)
+        self._emit(job, row, prev, dialect, None,
+                   None if ok else (result if error is _RESULT else error))
         self._retain(job)
         if job.ext is not None:
             self._unindex(job)
@@ -125,54 +130,74 @@ class Outcomes:
         `complete`). False when it already has a result (workq: "Duplicate result")."""
         if job.result is not None or job.state is COMPLETED:
             return False
+        prev = job.state
+        row = check(prev, "complete", COMPLETED)
         q = self.queues[job.queue]
         self._leave(job, q)
-        self._finish(job, q, result, True, "complete", dialect)
+        self._finish(job, q, result, True, row, prev, dialect)
         return True
 
-    def fail(self, job: Job, result: bytes, dialect: str, backoff_ms: int = 0) -> bool:
+    def fail(self, job: Job, result: bytes, dialect: str, backoff_ms: int = 0,
+             failure=None, unrecoverable: bool = False):
         """An explicit failure of `job` with `result` (workq `fail`, bunqueue FAIL). Counts it in
-        `fails`; while fails < max_fails (and attempts remain) a leased job goes back to ready
-        (delayed by `backoff_ms` ms when > 0), else the job fails for good (buried, with the
-        result). False when it already has a result."""
+        `fails`; while fails < max_fails (and attempts remain, and it is not `unrecoverable`)
+        a leased job goes back to ready (delayed by `backoff_ms` ms when > 0), else the job
+        fails for good (buried, with the result). `failure` (core.model.Failure or None) is
+        recorded with the job (core/failures.py). Returns "retried", "dead", or False when the
+        job already has a result."""
         if job.result is not None or job.state is COMPLETED:
             return False
+        now = self.clock.wall_ms() if failure is not None else 0
+        if failure is not None:
+            job.ext = failures.failed(job.ext, failure, job.fails + 1, now)
         job.fails += 1
         q = self.queues[job.queue]
-        if job.fails < job.max_fails and not (job.max_attempts
-                                              and job.reserves >= job.max_attempts):
-            if job.state is RESERVED:
+        prev = job.state
+        err = result if failure is None else failure.error
+        if not unrecoverable and job.fails < job.max_fails and not (
+                job.max_attempts and job.reserves >= job.max_attempts):
+            if prev is RESERVED:
+                row = check(prev, "fail", DELAYED if backoff_ms > 0 else READY)
                 self._leave(job, q)
-                self._log(job, "fail", dialect, None, _text(result))
-                if backoff_ms > 0:
-                    self._to_delayed(job, q, self.clock.monotonic_ms() + backoff_ms)
-                else:
-                    self._to_ready(job, q)
+                self._to_state(job, q, backoff_ms)
+                self._emit(job, row, prev, dialect, None, err)
             else:
-                self._log(job, "fail", dialect, None, _text(result))
-            return True
+                row = check(prev, "fail", prev)
+                self._emit(job, row, prev, dialect, None, err)
+            if failure is not None:
+                run_at = now + (job.ready_at - self.clock.monotonic_ms()
+                                if job.state is DELAYED else 0)
+                job.ext = failures.trimmed(failures.retried(job.ext, job.fails + 1, now, run_at))
+                self._mark(job)
+            if job.state is READY:
+                self._serve(q)
+            return "retried"
+        row = check(prev, "fail", BURIED)
         self._leave(job, q)
-        self._finish(job, q, result, False, "fail", dialect)
-        return True
+        self._finish(job, q, result, False, row, prev, dialect, err)
+        if failure is not None and job.ext is not None:
+            job.ext = failures.dead(failures.trimmed(job.ext), now)
+            self._mark(job)
+        return "dead"
 
     def _ttr_expired(self, job: Job, q: Queue) -> None:
         """TTR ran out on reserved `job` (already out of its index): back to ready, or failed
-        with an empty result once `reserves >= max_attempts` (workq, "Max Attempts"). A
-        dialect may register `stall_handlers[dialect](job) -> bytes | None` for its jobs: it
-        may count the stall, and returns a result to fail the job for good (bunqueue)."""
+        with an empty result once `reserves >= max_attempts` (workq, "Max Attempts"), or as the
+        stall policy of its dialect decides (core/failures.py)."""
         job.timeouts += 1
         self.job_timeouts += 1
-        self._log(job, "timeout", "jobgate")
-        h = self.stall_handlers.get(job.dialect)
-        if h is not None:
-            result = h(job)
-            if result is not None:   # the dialect dead-letters it
-                self._finish(job, q, result, False, "fail", "jobgate")
-                return
-        if job.max_attempts and job.reserves >= job.max_attempts:
-            self._finish(job, q, b"", False, "fail", "jobgate")
+        result = failures.stalled(job, self.policy(job), self.clock.wall_ms())
+        if result is not None:   # the policy dead-letters it
+            self.stall_failures += 1
+        elif job.max_attempts and job.reserves >= job.max_attempts:
+            result = b""
+        if result is not None:
+            self._finish(job, q, result, False, check(RESERVED, "timeout", BURIED), RESERVED,
+                         "jobgate")
         else:
             self._to_ready(job, q)
+            self._emit(job, check(RESERVED, "timeout", READY), RESERVED, "jobgate")
+            self._serve(q)
 
     # ------------------------------------------------------------ waiting
     def _result_waiter(self, job: Job, timeout_ms: int, callback, run: bool) -> ResultWaiter:

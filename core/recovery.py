@@ -4,17 +4,23 @@ Rules, as beanstalkd does after a restart with a binlog: reserved jobs come back
 stay buried (in id order), delayed keep their wall-clock deadline (already past: ready at the
 first tick), ids continue after the highest ever handed out. Completed jobs keep their result;
 TTLs keep their wall-clock end (already past: evicted at the first tick); attempts and fails
-counts are kept.
+counts are kept. One exception (core/leases.py): a reserved job whose lease was stored (a
+bunqueue lock) stays reserved with the same token until the stored deadline, held by an owner
+of that name that belongs to no connection.
 """
 from __future__ import annotations
 
+from heapq import heappush
+
 import msgpack
 
-from .model import BURIED, COMPLETED, DELAYED, READY, RESERVED, Job
+from .model import BURIED, COMPLETED, DELAYED, READY, RESERVED, TOKEN_REQUIRED
+from .records import Job, Owner
 
 
 def restore(engine, loaded) -> int:
-    """Rebuild `engine` (empty, core.engine.Engine) from `loaded` (core.storage.Loaded).
+    """Rebuild `engine` (empty, core.engine.Engine) from `loaded` (core.storage.Loaded: job rows
+    as a list or a stream, in id order, and the stored next id).
 
     Returns the number of jobs restored. Jobs whose state changed (reserved -> ready) are marked
     dirty in the engine's journal so storage catches up.
@@ -25,10 +31,13 @@ def restore(engine, loaded) -> int:
         j.open_batch, j.committed = 2, 1
     now_mono = engine.clock.monotonic_ms()
     now_wall = engine.clock.wall_ms()
+    owners: dict = {}
     n = 0
+    top = 0
     for r in loaded.jobs:
         job = Job(r["id"], r["queue"], bytes(r["payload"]), r["priority"], r["ttr_ms"],
                   r["delay_ms"], r["created_ms"], r["dialect"], r["uid"])
+        top = job.id
         job.reserves = r["reserves"]
         job.timeouts = r["timeouts"]
         job.releases = r["releases"]
@@ -63,12 +72,34 @@ def restore(engine, loaded) -> int:
         elif st == COMPLETED:
             job.state = COMPLETED
             q.n_done += 1
+        elif st == RESERVED and r.get("lease_token") and r.get("lease_until_ms") is not None:
+            _lease(engine, job, q, r, owners, now_mono, now_wall)
         else:
             engine._to_ready(job, q)
             if st == RESERVED and engine.journal is not None:
                 engine.journal.mark(job)
         n += 1
     engine.total_jobs += n
-    engine.next_id = max(engine.next_id, loaded.next_id)
-    assert all(j.state in (READY, DELAYED, BURIED, COMPLETED) for j in engine.jobs.values())
+    engine.next_id = max(engine.next_id, loaded.next_id, top + 1)
+    assert all(x.state in (READY, DELAYED, BURIED, COMPLETED, RESERVED)
+               for x in engine.jobs.values())
     return n
+
+
+def _lease(engine, job: Job, q, r: dict, owners: dict, now_mono: int, now_wall: int) -> None:
+    """Put `job` back in the reserved state its stored lease describes (core/leases.py)."""
+    name = r.get("lease_owner") or f"{job.dialect}#restored"
+    owner = owners.get(name)
+    if owner is None:
+        owner = owners[name] = Owner(job.dialect, margin=False, name=name)
+    job.state = RESERVED
+    job.hver += 1
+    job.owner = owner
+    job.token = r["lease_token"]
+    job.lease_mode = TOKEN_REQUIRED
+    job.deadline = now_mono + (r["lease_until_ms"] - now_wall)
+    heappush(engine._reserved, (job.deadline, job.id, job.hver, job))
+    q.n_reserved += 1
+    engine.n_reserved += 1
+    owner.reserved[job.id] = job
+    engine._arm(job.deadline)

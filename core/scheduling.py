@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from heapq import heapify, heappop, heappush
 
-from .model import DEADLINE_SOON, TIMED_OUT, Owner, Queue, Waiter
+from .model import DEADLINE_SOON, DELAYED, READY, TIMED_OUT, TOKEN_CHECKED
+from .records import Owner, Queue, Waiter
+from .transitions import check
 
 #: The last second of a reservation's TTR is a safety margin (beanstalk protocol, "reserve").
 SAFETY_MARGIN_MS = 1000
@@ -35,11 +37,14 @@ class Scheduling:
             if self.wakeup is not None:
                 self.wakeup()
 
-    def _wait(self, owner: Owner, qs: list, now: int, timeout_ms, soonest, callback):
+    def _wait(self, owner: Owner, qs: list, now: int, timeout_ms, soonest, callback,
+              mode: int = TOKEN_CHECKED):
         """Register a Waiter for `owner` on queues `qs` (timeout_ms: None = forever; soonest:
-        the owner's earliest reservation deadline or None) with its timers; returns it."""
+        the owner's earliest reservation deadline or None; mode: the lease token mode of the
+        reservation it will make) with its timers; returns it."""
         self._seq += 1
-        w = Waiter(owner, qs, None if timeout_ms is None else now + timeout_ms, callback, self._seq)
+        w = Waiter(owner, qs, None if timeout_ms is None else now + timeout_ms, callback,
+                   self._seq, mode)
         owner.waiter = w
         for q in qs:
             q.waiters.append(w)
@@ -94,7 +99,7 @@ class Scheduling:
             # The waiter may watch a more urgent ready job elsewhere only if that job is paused or
             # arrived in this same instant; serving from `q` keeps longest-waiter-first exact.
             job = self._pop_ready(q)
-            self._to_reserved(job, q, w.owner, now)   # first: the queue now holds the job,
+            self._to_reserved(job, q, w.owner, now, w.mode)   # first: the queue holds the job,
             self._finish_waiter(w)                     # so dropping the waiter can't GC it
             w.callback(job)
 
@@ -111,11 +116,13 @@ class Scheduling:
     def tick(self) -> None:
         """Run every timer due at the clock's current time."""
         now = self.clock.monotonic_ms()
+        row = check(DELAYED, "ready", READY)
         for job in _due(self._delayed, now):
             q = self.queues[job.queue]
             self._leave(job, q)
-            self._log(job, "ready", "jobgate")
             self._to_ready(job, q)
+            self._emit(job, row, DELAYED, "jobgate")
+            self._serve(q)
         for job in _due(self._reserved, now):
             q = self.queues[job.queue]
             self._leave(job, q)
@@ -146,7 +153,6 @@ class Scheduling:
             q = self.queues.get(name)
             if q is not None and q.paused_until == until:
                 q.paused_until = 0
-                if q.waiting:
-                    self._dispatch(q)
+                self._serve(q)
         if self._expiry and self._expiry[0][0] <= now:
             self._expire_due(now)

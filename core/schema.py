@@ -44,6 +44,10 @@ jobs = sa.Table(
     # the dialect extras (name, backoff, tags, progress, logs, ...) as one MessagePack map
     sa.Column("payload_fmt", sa.SmallInteger, nullable=False, server_default="0"),
     sa.Column("extras", sa.LargeBinary, nullable=True),
+    # leases kept across a restart (migration 0005, core/leases.py): token, worker, deadline
+    sa.Column("lease_token", sa.String(64), nullable=True),
+    sa.Column("lease_owner", sa.String(128), nullable=True),
+    sa.Column("lease_until_ms", sa.BigInteger, nullable=True),
     # No index on uid: the engine keeps uids unique (one writer, every live job in memory), and
     # a unique index over random UUIDs costs a random index page per insert (migration 0002).
 )
@@ -79,19 +83,25 @@ meta = sa.Table(
     sa.Column("value", sa.BigInteger, nullable=False),
 )
 
-#: Column order of Batch.inserts rows: new jobs whose counters are all zero (the common case).
+#: Column order of rows for StorePort.insert_jobs (core/storage.py): new jobs whose counters are
+#: all zero (the common case).
 JOB_NEW_COLUMNS = ("id", "uid", "queue", "payload", "priority", "state", "created_ms",
                    "ready_at_ms", "delay_ms", "ttr_ms", "dialect", "ttl_ms", "expires_at_ms",
                    "max_attempts", "max_fails", "sched_ms", "payload_fmt", "extras")
-#: Column order of Batch.inserts_full rows (core.journal): JOB_NEW_COLUMNS, then counters
-#: and the result.
+#: Column order of rows of new jobs with counters, a result or a stored lease (insert_jobs).
 JOB_INSERT_COLUMNS = JOB_NEW_COLUMNS + ("reserves", "timeouts", "releases", "buries", "kicks",
-                                        "fails", "result", "result_ok")
-#: Column order of Batch.updates rows; the job id comes last.
+                                        "fails", "result", "result_ok", "lease_token",
+                                        "lease_owner", "lease_until_ms")
+#: The columns every update writes (move_states, record_reservations, record_results); the
+#: operation's own columns follow, the job id comes last.
 JOB_UPDATE_COLUMNS = ("state", "priority", "ready_at_ms", "delay_ms", "ttr_ms", "reserves",
-                      "timeouts", "releases", "buries", "kicks", "fails", "result", "result_ok",
-                      "expires_at_ms", "extras")
-#: Column order of Batch.payloads rows (a payload replaced in place: bunqueue Update).
+                      "timeouts", "releases", "buries", "kicks", "fails", "expires_at_ms",
+                      "extras")
+#: record_reservations: a reserved job whose lease is kept across a restart.
+LEASE_COLUMNS = ("lease_token", "lease_owner", "lease_until_ms")
+#: record_results: a finished job (completed, or failed for good).
+RESULT_COLUMNS = ("result", "result_ok")
+#: Column order of replace_payloads rows (a payload replaced in place: bunqueue Update).
 JOB_PAYLOAD_COLUMNS = ("payload", "payload_fmt")
 EVENT_COLUMNS = ("job_id", "queue", "dialect", "event", "at_ms", "attempt", "uid", "priority",
                  "payload_size", "worker", "error")

@@ -1,32 +1,81 @@
 """SQL storage through SQLAlchemy 2 Core: SQLite (WAL) embedded by default, PostgreSQL alike.
 
-`Store.write(batch)` runs on the writer thread (gateway.writer): one transaction per Batch, each
-table written with one executemany. Statements are generated once from core.schema for the
-connected dialect's paramstyle and run with Connection.exec_driver_sql, which hands tuples to the
-driver without per-row SQLAlchemy processing (the hot path).
+The storage port (`StorePort`) is the set of named operations the engine needs; `Store` is its
+single-node SQL implementation, and the multi-node PostgreSQL store will be a second one
+(DESIGN.md, "Storage and durability"). The writer (gateway/writer.py) calls `write(batch)` on its
+thread: one transaction per core.journal.Batch, in which each named operation is one statement
+(executemany or multi-row VALUES) or a few. Statements are generated once from core.schema for
+the connected dialect's paramstyle and run with Connection.exec_driver_sql, which hands tuples to
+the driver without per-row SQLAlchemy processing (the hot path).
+
+The schema is created and upgraded by Alembic (migrations/), run by the gateway before a Store is
+used; core never imports the migrations.
 
 SQLite: journal_mode=WAL, synchronous=NORMAL by default, no automatic checkpoints (the server
 calls `checkpoint()` from a worker thread every second). In WAL mode a committed transaction has
 been written to the WAL file, so it survives kill -9 of the server; `synchronous="FULL"` also
 survives power loss at the cost of an fsync per commit.
+
+One server per database: `lock()` takes an exclusive lock for the server's lifetime (SQLite: an
+flock on the database file; PostgreSQL: a session advisory lock), so a second server on the same
+database refuses to start (StoreLocked) until multi-node support exists.
 """
 from __future__ import annotations
 
+import fcntl
 import os
+import time
 from dataclasses import dataclass
 from itertools import chain
+from typing import Iterator, Protocol
 
 import sqlalchemy as sa
 
 from . import schema
 
+#: The PostgreSQL advisory lock key of a jobgate server ("jobgate" in ASCII, as an int64).
+PG_LOCK_KEY = int.from_bytes(b"jobgate", "big")
+
+
+class StoreLocked(Exception):
+    """Another jobgate server holds the database (message names the database and what to do)."""
+
 
 @dataclass
 class Loaded:
-    """What `Store.load()` returns: job rows (dicts, by id) and the next id to hand out."""
+    """What `Store.load()` returns: job rows (dicts, by id; an iterator when streamed) and the
+    next id to hand out (at least the highest stored id + 1 once the rows are consumed)."""
 
-    jobs: list
+    jobs: object
     next_id: int
+
+
+class StorePort(Protocol):
+    """The named operations of a job store (one implementation per storage model).
+
+    Writes happen in `write(batch)`: one transaction that applies, in this order,
+    note_queues, insert_jobs, set_next_id, move_states, record_reservations, record_results,
+    replace_payloads, delete_jobs, append_history (rows: core.journal.Batch). A failure raises
+    sqlalchemy.exc.SQLAlchemyError and nothing of the batch is stored.
+    """
+
+    def write(self, batch) -> None:
+        """Commit one core.journal.Batch in a single transaction."""
+
+    def scan_jobs(self, chunk: int = 10_000) -> Iterator[dict]:
+        """Every live job row (a dict per job, by id), streamed `chunk` rows at a time."""
+
+    def load_next_id(self) -> int:
+        """The stored next job id (1 on an empty database)."""
+
+    def prune_events(self, before_ms: int, chunk: int = 50_000) -> int:
+        """Delete history rows older than `before_ms` (wall ms); returns how many."""
+
+    def lock(self, wait_s: float = 5.0) -> None:
+        """Hold the database for this server until close(); raises StoreLocked."""
+
+    def close(self) -> None:
+        """Release the lock and every connection."""
 
 
 def _placeholders(paramstyle: str, n: int) -> list[str]:
@@ -40,7 +89,7 @@ def _placeholders(paramstyle: str, n: int) -> list[str]:
 
 
 def make_engine(url: str) -> sa.Engine:
-    """Create the SQLAlchemy engine for `url`; SQLite gets WAL and its parent directory created."""
+    """Create the SQLAlchemy engine for `url`; SQLite gets its parent directory created."""
     u = sa.make_url(url)
     if u.get_backend_name() == "sqlite":
         if u.database and u.database != ":memory:":
@@ -52,16 +101,20 @@ def make_engine(url: str) -> sa.Engine:
 
 
 class Store:
-    """The database behind one engine. Raises sqlalchemy.exc.SQLAlchemyError on database errors.
+    """The SQL implementation of StorePort. Raises sqlalchemy.exc.SQLAlchemyError on database
+    errors.
 
     url: SQLAlchemy URL (sqlite:///path.db, postgresql+psycopg://user@host/db).
-    sqlite_synchronous: "NORMAL" (default) or "FULL".
+    sqlite_synchronous: "NORMAL" (default) or "FULL". `engine`: the SQLAlchemy engine (the
+    gateway runs the Alembic migrations on it).
     """
 
     def __init__(self, url: str, sqlite_synchronous: str = "NORMAL") -> None:
         self.url = url
         self.engine = make_engine(url)
         self.is_sqlite = self.engine.dialect.name == "sqlite"
+        self._lock_fd = None
+        self._lock_conn = None
         if self.is_sqlite:
             sync = sqlite_synchronous.upper()
             if sync not in ("NORMAL", "FULL", "OFF"):
@@ -78,25 +131,31 @@ class Store:
                 cur.execute("PRAGMA wal_autocheckpoint=0")
                 cur.close()
         ps = self.engine.dialect.paramstyle
-        j = schema.jobs.name
-
         if ps == "numeric":
             raise ValueError("DB-API paramstyle 'numeric' is not supported")
+        j = schema.jobs.name
 
         def ins(table, cols):
             return f"INSERT INTO {table} ({', '.join(cols)}) VALUES "
+
+        def update(cols, fixed=""):
+            ph = _placeholders(ps, len(cols) + 1)
+            sets = ", ".join(f"{c} = {p}" for c, p in zip(cols, ph))
+            return f"UPDATE {j} SET {sets}{fixed} WHERE id = {ph[-1]}"
+
         self._row_ph = {n: "(" + ", ".join(_placeholders(ps, n)) + ")" for n in
                         {len(schema.JOB_NEW_COLUMNS), len(schema.JOB_INSERT_COLUMNS),
                          len(schema.EVENT_COLUMNS)}}
         self._ph1 = _placeholders(ps, 1)[0]
         self._sql_insert = ins(j, schema.JOB_NEW_COLUMNS)
         self._sql_insert_full = ins(j, schema.JOB_INSERT_COLUMNS)
-        ph = _placeholders(ps, len(schema.JOB_UPDATE_COLUMNS) + 1)
-        sets = ", ".join(f"{c} = {p}" for c, p in zip(schema.JOB_UPDATE_COLUMNS, ph))
-        self._sql_update = f"UPDATE {j} SET {sets} WHERE id = {ph[-1]}"
-        ph = _placeholders(ps, len(schema.JOB_PAYLOAD_COLUMNS) + 1)
-        sets = ", ".join(f"{c} = {p}" for c, p in zip(schema.JOB_PAYLOAD_COLUMNS, ph))
-        self._sql_payload = f"UPDATE {j} SET {sets} WHERE id = {ph[-1]}"
+        no_lease = ", lease_token = NULL, lease_owner = NULL, lease_until_ms = NULL"
+        no_result = ", result = NULL, result_ok = 0"
+        self._sql_move = update(schema.JOB_UPDATE_COLUMNS, no_result + no_lease)
+        self._sql_reservation = update(schema.JOB_UPDATE_COLUMNS + schema.LEASE_COLUMNS,
+                                       no_result)
+        self._sql_result = update(schema.JOB_UPDATE_COLUMNS + schema.RESULT_COLUMNS, no_lease)
+        self._sql_payload = update(schema.JOB_PAYLOAD_COLUMNS)
         self._sql_delete = f"DELETE FROM {j} WHERE id IN "
         self._sql_events = ins(schema.job_events.name, schema.EVENT_COLUMNS)
         p2 = _placeholders(ps, 2)
@@ -110,24 +169,79 @@ class Store:
             index_elements=["name"])
         self._sql_next_id = f"UPDATE {schema.meta.name} SET value = {p2[0]} WHERE key = {p2[1]}"
 
-    def migrate(self) -> None:
-        """Bring the schema to the newest Alembic revision (creates it on an empty database)."""
-        from migrations import upgrade
-        upgrade(self.engine)
+    # ------------------------------------------------------------------ lock
+    def describe(self) -> str:
+        """The database as an operator names it (the URL without a password)."""
+        return sa.make_url(self.url).render_as_string(hide_password=True)
 
-    def load(self) -> Loaded:
-        """Read every live job (ordered by id) and the stored next id."""
+    def lock(self, wait_s: float = 5.0) -> None:
+        """Hold this database for one server until close(). Raises StoreLocked when another
+        server holds it: at once for SQLite (an flock on the database file, released by the
+        kernel when its holder dies); for PostgreSQL after `wait_s` seconds of retries (the
+        advisory lock of a server killed a moment ago goes once its backend sees the closed
+        connection). An in-memory SQLite database is never shared: no lock."""
+        if self.is_sqlite:
+            path = sa.make_url(self.url).database
+            if not path or path == ":memory:":
+                return
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                raise StoreLocked(
+                    f"another jobgate server is using {path} (it holds the database's lock); "
+                    "stop it first, or give this server its own database") from None
+            self._lock_fd = fd
+            return
+        conn = self.engine.connect()
+        deadline = time.monotonic() + wait_s
+        while True:
+            got = conn.exec_driver_sql(f"SELECT pg_try_advisory_lock({PG_LOCK_KEY})").scalar()
+            conn.commit()
+            if got:
+                self._lock_conn = conn
+                return
+            if time.monotonic() >= deadline:
+                conn.close()
+                raise StoreLocked(
+                    f"another jobgate server is using {self.describe()} (it holds advisory "
+                    f"lock {PG_LOCK_KEY}); stop it first, or give this server its own "
+                    "database: several nodes on one PostgreSQL are not supported yet")
+            time.sleep(0.05)
+
+    # ------------------------------------------------------------------ reads
+    def scan_jobs(self, chunk: int = 10_000) -> Iterator[dict]:
+        """Every live job row as a dict, in id order, fetched `chunk` rows at a time (a
+        server-side cursor on PostgreSQL), so recovery never holds the whole table twice."""
         with self.engine.connect() as conn:
-            rows = [dict(r._mapping) for r in
-                    conn.execute(sa.select(schema.jobs).order_by(schema.jobs.c.id))]
+            res = conn.execution_options(stream_results=True, yield_per=chunk).execute(
+                sa.select(schema.jobs).order_by(schema.jobs.c.id))
+            for r in res:
+                yield dict(r._mapping)
+
+    def load_next_id(self) -> int:
+        """The stored next job id (1 on an empty database)."""
+        with self.engine.connect() as conn:
             nid = conn.execute(sa.select(schema.meta.c.value)
                                .where(schema.meta.c.key == "next_id")).scalar()
         self._stored_next_id = max(self._stored_next_id, nid or 0)
-        top = rows[-1]["id"] + 1 if rows else 1
-        return Loaded(rows, max(nid or 1, top))
+        return nid or 1
 
+    def load(self) -> Loaded:
+        """Every live job (a list of dicts, ordered by id) and the next id to hand out."""
+        nid = self.load_next_id()
+        rows = list(self.scan_jobs())
+        top = rows[-1]["id"] + 1 if rows else 1
+        return Loaded(rows, max(nid, top))
+
+    def stream(self) -> Loaded:
+        """For recovery (core/recovery.py): the stored next id and the rows as a stream."""
+        return Loaded(self.scan_jobs(), self.load_next_id())
+
+    # ----------------------------------------------------------------- writes
     def write(self, batch) -> None:
-        """Commit one core.journal.Batch in a single transaction.
+        """Commit one core.journal.Batch in a single transaction (StorePort's order).
 
         Uses one long-lived connection (the writer is the only caller), so a batch costs no
         pool checkout; after a failure the connection is discarded and the error re-raised.
@@ -137,7 +251,15 @@ class Store:
             conn = self._wconn = self.engine.connect()
         try:
             with conn.begin():
-                self._write(conn, batch)
+                self.note_queues(conn, batch.queues)
+                self.insert_jobs(conn, batch.inserts, batch.inserts_full)
+                self.set_next_id(conn, batch.next_id)
+                self.move_states(conn, batch.moves)
+                self.record_reservations(conn, batch.reservations)
+                self.record_results(conn, batch.results)
+                self.replace_payloads(conn, batch.payloads)
+                self.delete_jobs(conn, batch.deletes)
+                self.append_history(conn, batch.events)
             self._stored_next_id = max(self._stored_next_id, batch.next_id)
         except Exception:
             self._wconn = None
@@ -154,29 +276,60 @@ class Store:
             conn.exec_driver_sql(head + ", ".join([ph] * len(chunk)),
                                  tuple(chain.from_iterable(chunk)))
 
-    def _write(self, conn, batch) -> None:
-        if batch.queues:
-            conn.execute(self._queue_upsert, [{"name": n, "created_ms": t} for n, t in batch.queues])
-        if batch.inserts:
-            self._many(conn, self._sql_insert, len(schema.JOB_NEW_COLUMNS), batch.inserts)
-        if batch.inserts_full:
-            self._many(conn, self._sql_insert_full, len(schema.JOB_INSERT_COLUMNS),
-                       batch.inserts_full)
-        if batch.next_id > self._stored_next_id:   # also when new jobs were coalesced away
-            conn.exec_driver_sql(self._sql_next_id, (batch.next_id, "next_id"))
-        if batch.updates:
-            conn.exec_driver_sql(self._sql_update, batch.updates)
-        if batch.payloads:
-            conn.exec_driver_sql(self._sql_payload, batch.payloads)
-        if batch.deletes:
-            ids = batch.deletes
-            for i in range(0, len(ids), 500):
-                chunk = ids[i:i + 500]
-                conn.exec_driver_sql(self._sql_delete + "(" + ", ".join([self._ph1] * len(chunk))
-                                     + ")", tuple(chunk))
-        if batch.events:
-            self._many(conn, self._sql_events, len(schema.EVENT_COLUMNS), batch.events)
+    def note_queues(self, conn, rows: list) -> None:
+        """Remember queues first used: (name, created_ms) rows; known names are kept."""
+        if rows:
+            conn.execute(self._queue_upsert, [{"name": n, "created_ms": t} for n, t in rows])
 
+    def insert_jobs(self, conn, new_rows: list, full_rows: list) -> None:
+        """Insert new jobs: `new_rows` in JOB_NEW_COLUMNS order (counters zero), `full_rows`
+        in JOB_INSERT_COLUMNS order."""
+        if new_rows:
+            self._many(conn, self._sql_insert, len(schema.JOB_NEW_COLUMNS), new_rows)
+        if full_rows:
+            self._many(conn, self._sql_insert_full, len(schema.JOB_INSERT_COLUMNS), full_rows)
+
+    def set_next_id(self, conn, next_id: int) -> None:
+        """Store the next job id to hand out, when it grew (also when the jobs that used the
+        ids were coalesced away)."""
+        if next_id > self._stored_next_id:
+            conn.exec_driver_sql(self._sql_next_id, (next_id, "next_id"))
+
+    def move_states(self, conn, rows: list) -> None:
+        """Unfinished jobs' new state, priority, times, counters and extras
+        (JOB_UPDATE_COLUMNS + id); no result, no stored lease."""
+        if rows:
+            conn.exec_driver_sql(self._sql_move, rows)
+
+    def record_reservations(self, conn, rows: list) -> None:
+        """Reserved jobs whose lease outlives a restart (JOB_UPDATE_COLUMNS + LEASE_COLUMNS +
+        id): token, worker and deadline (wall ms)."""
+        if rows:
+            conn.exec_driver_sql(self._sql_reservation, rows)
+
+    def record_results(self, conn, rows: list) -> None:
+        """Finished jobs with their result (JOB_UPDATE_COLUMNS + RESULT_COLUMNS + id)."""
+        if rows:
+            conn.exec_driver_sql(self._sql_result, rows)
+
+    def replace_payloads(self, conn, rows: list) -> None:
+        """Payloads replaced in place: (payload, payload_fmt, id) rows."""
+        if rows:
+            conn.exec_driver_sql(self._sql_payload, rows)
+
+    def delete_jobs(self, conn, ids: list) -> None:
+        """Remove deleted jobs' rows (ids), 500 per statement."""
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            conn.exec_driver_sql(self._sql_delete + "(" + ", ".join([self._ph1] * len(chunk))
+                                 + ")", tuple(chunk))
+
+    def append_history(self, conn, rows: list) -> None:
+        """Append job_events rows (EVENT_COLUMNS order)."""
+        if rows:
+            self._many(conn, self._sql_events, len(schema.EVENT_COLUMNS), rows)
+
+    # ------------------------------------------------------------ upkeep
     def checkpoint(self, mode: str = "PASSIVE") -> tuple | None:
         """SQLite only: copy committed WAL frames into the database file (`mode` PASSIVE never
         blocks the writer; TRUNCATE at shutdown also empties the WAL). Returns SQLite's
@@ -222,14 +375,17 @@ class Store:
         return total
 
     def close(self) -> None:
-        """Close the writer connection and release the connection pool."""
+        """Close the writer connection, release the server lock and the connection pool."""
         if self._wconn is not None:
             self._wconn.close()
             self._wconn = None
-        if self.is_sqlite:
-            from sqlalchemy.dialects.sqlite import insert as dialect_insert
-        else:
-            from sqlalchemy.dialects.postgresql import insert as dialect_insert
-        self._queue_upsert = dialect_insert(schema.queues).on_conflict_do_nothing(
-            index_elements=["name"])
+        if self._lock_conn is not None:
+            try:
+                self._lock_conn.close()   # the session ends: its advisory lock goes with it
+            except Exception:  # pragma: no cover - the server is stopping anyway
+                pass
+            self._lock_conn = None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)   # closing the descriptor releases the flock
+            self._lock_fd = None
         self.engine.dispose()

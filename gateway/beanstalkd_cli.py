@@ -75,7 +75,7 @@ def parse(argv) -> tuple[Config, str | None]:
         elif o == "-u":
             user = v
         elif o == "-z":
-            cfg.beanstalk_max_job_size = _num(o, v, 2**32 - 1)
+            cfg.options["beanstalk"]["max_job_size"] = _num(o, v, 2**32 - 1)
         elif o == "-v":
             from .cli import VERSION
             print(f"beanstalkd 1.12 (jobgate {VERSION})")
@@ -106,9 +106,14 @@ def main(argv=None) -> int:
     cfg, user = parse(sys.argv[1:] if argv is None else argv)
     from .logs import setup
     setup(cfg.log_level, "text")
+    from core.api import StoreLocked
     from .server import run
     ready = (lambda addrs: _become(user)) if user else None
-    run(cfg, ready=ready)
+    try:
+        run(cfg, ready=ready)
+    except StoreLocked as e:
+        print(f"jobgate-beanstalkd: {e}", file=sys.stderr)
+        return 1
     return 0
 
 

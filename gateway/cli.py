@@ -5,14 +5,17 @@ pipeline's `jobgate export events`, `jobgate analyze`, `jobgate enqueue` (pipeli
                   [--durability commit|buffered|memory] [--log-level LEVEL]
     jobgate migrate [--config FILE] [--database URL]
 
-`--listen` is repeatable; when given, only those listeners run. Exit status: 0 after a clean stop,
-2 for a configuration error (the message names the key), 1 for a runtime failure.
+`--listen` is repeatable; when given, only those listeners run; the dialect names and their
+default ports come from the registry (gateway/registry.py). Exit status: 0 after a clean stop,
+2 for a configuration error (the message names the key), 1 for a runtime failure (another server
+holds the database, ...).
 """
 from __future__ import annotations
 
 import argparse
 import sys
 
+from . import registry
 from .config import DURABILITY, ConfigError, check_database_url, load, parse_listen_flag
 
 VERSION = "0.1.0"
@@ -41,8 +44,11 @@ def main(argv=None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("serve", help="run the server")
     s.add_argument("--config", help="YAML config file")
+    dialects = ", ".join(f"{n} ({r.default_port}: {r.summary})"
+                         for n, r in registry.DIALECTS.items())
     s.add_argument("--listen", action="append", metavar="DIALECT=HOST:PORT",
-                   help="listen address (repeatable); replaces the configured listeners")
+                   help="listen address, or DIALECT=unix:/path (repeatable); replaces the "
+                        f"configured listeners. DIALECT: {dialects}")
     s.add_argument("--database", metavar="URL", help="SQLAlchemy database URL")
     s.add_argument("--durability", choices=DURABILITY)
     s.add_argument("--log-level", choices=("debug", "info", "warning", "error"))
@@ -62,14 +68,20 @@ def main(argv=None) -> int:
     from .logs import setup
     setup(cfg.log_level, cfg.log_format)
     if args.cmd == "migrate":
-        from core.storage import Store
-        st = Store(cfg.database_url, cfg.sqlite_synchronous)
-        st.migrate()
+        from core.api import open_store
+        from migrations import upgrade
+        st = open_store(cfg.database_url, cfg.sqlite_synchronous)
+        upgrade(st.engine)
         st.close()
         print(f"jobgate: schema of {cfg.database_url} is up to date")
         return 0
+    from core.api import StoreLocked
     from .server import run
-    run(cfg)
+    try:
+        run(cfg)
+    except StoreLocked as e:
+        print(f"jobgate: {e}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -23,16 +23,21 @@ A file looks like this (every key optional; unknown keys are an error naming the
       rate_limit: 0                                 # commands/s per connection, 0: unlimited
       max_frame: 67108864                           # bytes; a larger frame closes the link
 
-Units: sizes in bytes, retention in days, the prune interval in seconds, rate limit in commands
-per second.
+The listener names, default ports and the dialects' own sections (`limits.beanstalk`,
+`bunqueue`) come from the dialect registry (gateway/registry.py): each registration lists its
+options and where they live. Units: sizes in bytes, retention in days, the prune interval in
+seconds, rate limit in commands per second.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-DIALECTS = ("beanstalk", "workq", "bunqueue")
-DEFAULT_PORTS = {"beanstalk": 11300, "workq": 9922, "bunqueue": 6789}
+from . import registry
+
+DIALECTS = registry.names()
+DEFAULT_PORTS = {n: r.default_port for n, r in registry.DIALECTS.items()}
 DURABILITY = ("commit", "buffered", "memory")
+_BASE_KEYS = ("listeners", "database", "durability", "history", "limits", "log")
 
 
 class ConfigError(ValueError):
@@ -53,13 +58,23 @@ class Listener:
         return f"unix:{self.unix}" if self.unix else f"{self.host}:{self.port}"
 
 
+def _default_listeners() -> list:
+    return [Listener(n, "127.0.0.1", p) for n, p in DEFAULT_PORTS.items()]
+
+
+def _default_options() -> dict:
+    return {n: {o.name: (list(o.default) if o.kind == "str_list" else o.default)
+                for o in r.options} for n, r in registry.DIALECTS.items()}
+
+
 @dataclass
 class Config:
-    """The validated configuration (see the module docstring for the file format)."""
+    """The validated configuration (see the module docstring for the file format).
 
-    listeners: list = field(default_factory=lambda: [Listener("beanstalk", "127.0.0.1", 11300),
-                                                     Listener("workq", "127.0.0.1", 9922),
-                                                     Listener("bunqueue", "127.0.0.1", 6789)])
+    `options`: dialect name -> {option name: value} (its Registration's options).
+    """
+
+    listeners: list = field(default_factory=_default_listeners)
     database_url: str = "sqlite:///jobgate.db"
     sqlite_synchronous: str = "normal"
     durability: str = "commit"
@@ -67,13 +82,13 @@ class Config:
     history_retention_days: int = 30
     history_prune_interval_s: int = 3600
     max_connections: int = 10000
-    beanstalk_max_job_size: int = 65535
-    beanstalk_line_max: int = 224
     log_level: str = "info"
     log_format: str = "json"
-    bunqueue_auth_tokens: list = field(default_factory=list)
-    bunqueue_rate_limit: int = 0
-    bunqueue_max_frame: int = 64 * 1024 * 1024
+    options: dict = field(default_factory=_default_options)
+
+    def option(self, dialect: str, name: str):
+        """The value of dialect `dialect`'s option `name`."""
+        return self.options[dialect][name]
 
 
 def _keys(d, allowed: tuple, where: str) -> dict:
@@ -105,6 +120,31 @@ def _str(v, key: str) -> str:
     return v
 
 
+def _option(opt, v, key: str):
+    """Validate one dialect option value (protocols.contract.Option)."""
+    if opt.kind == "int":
+        return _int(v, key, opt.lo, opt.hi)
+    if opt.kind == "str_list":
+        if not isinstance(v, list):
+            raise ConfigError(f"config key '{key}': must be a list of strings")
+        return [_str(t, key) for t in v]
+    raise ConfigError(f"config key '{key}': unsupported option kind {opt.kind!r}")
+
+
+def _dialect_options(c: Config, raw: dict, parent: tuple) -> None:
+    """Validate the option sections of the dialects whose options_path is `parent` plus one
+    key, found in `raw` (the mapping at `parent`)."""
+    for name, reg in registry.DIALECTS.items():
+        path = tuple(reg.options_path)
+        if len(path) != len(parent) + 1 or path[:-1] != parent:
+            continue
+        where = ".".join(path)
+        d = _keys(raw.get(path[-1]), tuple(o.name for o in reg.options), where)
+        for opt in reg.options:
+            if opt.name in d:
+                c.options[name][opt.name] = _option(opt, d[opt.name], f"{where}.{opt.name}")
+
+
 def parse_listener(dialect: str, d, where: str) -> Listener:
     """Validate one listener mapping {host, port} or {unix}."""
     d = _keys(d, ("host", "port", "unix"), where)
@@ -118,8 +158,9 @@ def parse_listener(dialect: str, d, where: str) -> Listener:
 
 def from_dict(raw) -> Config:
     """Build a Config from a parsed YAML document (None = all defaults). Raises ConfigError."""
-    raw = _keys(raw, ("listeners", "database", "durability", "history", "limits", "log",
-                      "bunqueue"), "")
+    tops = tuple(dict.fromkeys(_BASE_KEYS + tuple(
+        r.options_path[0] for r in registry.DIALECTS.values() if r.options_path)))
+    raw = _keys(raw, tops, "")
     c = Config()
     if "listeners" in raw:
         ls = _keys(raw["listeners"], DIALECTS, "listeners")
@@ -142,30 +183,18 @@ def from_dict(raw) -> Config:
     if "prune_interval_s" in h:
         c.history_prune_interval_s = _int(h["prune_interval_s"], "history.prune_interval_s", 1,
                                           7 * 86400)
-    lim = _keys(raw.get("limits"), ("max_connections", "beanstalk"), "limits")
+    limit_sections = tuple(r.options_path[1] for r in registry.DIALECTS.values()
+                           if len(r.options_path) == 2 and r.options_path[0] == "limits")
+    lim = _keys(raw.get("limits"), ("max_connections",) + limit_sections, "limits")
     if "max_connections" in lim:
         c.max_connections = _int(lim["max_connections"], "limits.max_connections", 1, 10**7)
-    bl = _keys(lim.get("beanstalk"), ("max_job_size", "line_max"), "limits.beanstalk")
-    if "max_job_size" in bl:
-        c.beanstalk_max_job_size = _int(bl["max_job_size"], "limits.beanstalk.max_job_size",
-                                        0, 2**32 - 1)
-    if "line_max" in bl:
-        c.beanstalk_line_max = _int(bl["line_max"], "limits.beanstalk.line_max", 16, 65536)
+    _dialect_options(c, lim, ("limits",))
     lg = _keys(raw.get("log"), ("level", "format"), "log")
     if "level" in lg:
         c.log_level = _choice(lg["level"], "log.level", ("debug", "info", "warning", "error"))
     if "format" in lg:
         c.log_format = _choice(lg["format"], "log.format", ("json", "text"))
-    bq = _keys(raw.get("bunqueue"), ("auth_tokens", "rate_limit", "max_frame"), "bunqueue")
-    if "auth_tokens" in bq:
-        toks = bq["auth_tokens"]
-        if not isinstance(toks, list):
-            raise ConfigError("config key 'bunqueue.auth_tokens': must be a list of strings")
-        c.bunqueue_auth_tokens = [_str(t, "bunqueue.auth_tokens") for t in toks]
-    if "rate_limit" in bq:
-        c.bunqueue_rate_limit = _int(bq["rate_limit"], "bunqueue.rate_limit", 0, 10**9)
-    if "max_frame" in bq:
-        c.bunqueue_max_frame = _int(bq["max_frame"], "bunqueue.max_frame", 1024, 2**32 - 1)
+    _dialect_options(c, raw, ())
     return c
 
 

@@ -1,43 +1,42 @@
-"""The server runtime: builds engine + storage from a Config and runs listeners, the timer task,
-the writer and signal handling on one event loop (anyio, uvloop where available).
+"""The server runtime: builds the engine port and storage from a Config and runs the listeners,
+the timer task, the writer and signal handling on one event loop (anyio orchestrates, uvloop
+where available; connections are gateway.runner.Runner protocols).
+
+Start: the store is locked (one server per database: core.api.StoreLocked), migrated (Alembic,
+migrations/), then every stored job is loaded; then each configured listener is bound for its
+registered dialect (gateway/registry.py).
 
 Signals: SIGUSR1 puts the server in drain mode (puts answer DRAINING); SIGTERM / SIGINT stop
-accepting, flush the journal and return (exit status 0).
+accepting, end the connections, flush the journal and return (exit status 0).
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
-import socket
 
 import anyio
+import sqlalchemy as sa
 
-from core.clock import SystemClock
-from core.engine import Engine
-from protocols.beanstalk import ServerInfo
-from protocols.bunqueue import BunqueueInfo
-from protocols.workq import WorkqInfo
+from core.api import Port, SystemClock, open_store
+from protocols.contract import Context
 
-from . import beanstalk_conn, bunqueue_conn, workq_conn
+from . import registry
 from .config import Config
 from .logs import event
+from .runner import Runner
 
 log = logging.getLogger("jobgate")
-
-
-async def _no_wait() -> None:
-    return None
-
-
-_SERVE = {"beanstalk": beanstalk_conn.serve, "workq": workq_conn.serve,
-          "bunqueue": bunqueue_conn.serve}
 
 
 class Runtime:
     """One jobgate server process. `await run(ready=callback)` serves until a stop signal.
 
-    `ready(addresses)` (optional) is called once every listener is bound.
+    `ready(addresses)` (optional) is called once every listener is bound. `port`: the engine
+    port; `states`: dialect name -> its server-wide state; `connections`: open client
+    connections, every dialect (limits.max_connections). Raises core.api.StoreLocked when
+    another server holds the database.
     """
 
     def __init__(self, config: Config, clock=None, version: str = "1.12") -> None:
@@ -45,45 +44,53 @@ class Runtime:
         self.clock = clock or SystemClock()
         self.store = None
         self.writer = None
-        journal = None
+        db_path = None
         if config.durability != "memory":
-            from core.journal import Journal
-            from core.storage import Store
-            self.store = Store(config.database_url, config.sqlite_synchronous)
-            self.store.migrate()
-            journal = Journal(self.clock, history=config.history_enabled)
-        self.engine = Engine(self.clock, journal)
+            from migrations import upgrade
+            self.store = open_store(config.database_url, config.sqlite_synchronous)
+            try:
+                self.store.lock()
+                upgrade(self.store.engine)
+            except BaseException:
+                self.store.close()
+                raise
+            if self.store.is_sqlite:
+                db_path = sa.make_url(config.database_url).database
+        self.port = Port.create(self.clock, durable=self.store is not None,
+                                history=config.history_enabled)
         self.restored = 0
         if self.store is not None:
-            from core.recovery import restore
-            self.restored = restore(self.engine, self.store.load())
-        self.beanstalk_info = ServerInfo(self.engine, config.beanstalk_max_job_size, version)
-        self.workq_info = WorkqInfo(self.engine)
-        self.bunqueue_info = BunqueueInfo(self.engine, config.bunqueue_auth_tokens,
-                                          config.bunqueue_rate_limit,
-                                          self.store.engine.url.database
-                                          if self.store is not None and self.store.is_sqlite
-                                          else None)
-        self.connections = 0   # open client connections, every dialect (limits.max_connections)
-        self.durable = _no_wait
+            self.restored = self.port.restore(self.store)
+        context = Context(version, db_path)
+        self.states = {name: reg.make_state(self.port, config.options[name], context)
+                       for name, reg in registry.DIALECTS.items()}
+        # a reply that must be durable waits for the commit (durability: commit)
+        self.durable_replies = config.durability == "commit"
+        self.connections = 0
+        self.live: set = set()
         self._stop = None
         self._tick = None
         self.addresses: list[str] = []
 
     async def _ticker(self) -> None:
-        e = self.engine
+        p = self.port
         clock = self.clock
 
         def wake():
             self._tick.set()
-        e.wakeup = wake
+        p.set_wakeup(wake)
         while True:
             self._tick = anyio.Event()
-            e.tick()
-            due = e.next_due()
+            p.tick()
+            due = p.next_due()
             delay = 3600.0 if due is None else max(0, due - clock.monotonic_ms()) / 1000
             with anyio.move_on_after(delay):
                 await self._tick.wait()
+
+    def wake(self) -> None:
+        """Run the timers now (the clock was moved: tests with a ManualClock)."""
+        if self._tick is not None:
+            self._tick.set()
 
     async def _retention(self) -> None:
         """Prune job_events older than history.retention_days: min(60 s, the interval) after
@@ -116,7 +123,7 @@ class Runtime:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGUSR1) as sigs:
             async for s in sigs:
                 if s == signal.SIGUSR1:
-                    self.engine.draining = True
+                    self.port.set_draining(True)
                     event(log, "drain mode on")
                     continue
                 event(log, "stopping", signal=signal.Signals(s).name)
@@ -124,58 +131,59 @@ class Runtime:
                 return
 
     async def _listen(self, lst):
+        loop = asyncio.get_running_loop()
+        reg = registry.get(lst.dialect)
+        state = self.states[lst.dialect]
+
+        def factory():
+            return Runner(self, reg, state)
         if lst.unix:
             try:
                 os.unlink(lst.unix)
             except FileNotFoundError:
                 pass
-            return await anyio.create_unix_listener(lst.unix)
-        return await anyio.create_tcp_listener(local_host=lst.host, local_port=lst.port)
+            srv = await loop.create_unix_server(factory, lst.unix)
+            return srv, f"unix:{lst.unix}"
+        srv = await loop.create_server(factory, lst.host, lst.port, reuse_address=True)
+        host, port = srv.sockets[0].getsockname()[:2]
+        return srv, f"{host}:{port}"
 
-    def _handler(self, serve):
-        async def handle(stream) -> None:
-            try:
-                sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)
-                if sock.family in (socket.AF_INET, socket.AF_INET6):
-                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            except Exception:  # pragma: no cover - best effort
-                pass
-            await serve(stream, self)
-        return handle
+    def stop(self) -> None:
+        """Stop serving (what SIGTERM does); callable from the event loop's thread."""
+        if self._stop is not None:
+            self._stop.set()
 
-    async def run(self, ready=None) -> None:
-        """Serve until SIGTERM/SIGINT; then stop accepting, flush storage and return."""
+    async def run(self, ready=None, signals: bool = True) -> None:
+        """Serve until SIGTERM/SIGINT (or stop()); then stop accepting, end the connections,
+        flush storage and return. `signals=False`: no signal handlers (a server on a thread)."""
         from .writer import Writer
         self._stop = anyio.Event()
         async with anyio.create_task_group() as tg:
             if self.store is not None:
-                self.writer = Writer(self.engine.journal, self.store, self.engine)
-                if self.config.durability == "commit":
-                    self.durable = self.writer.durable
+                self.writer = Writer(self.port.persistence, self.store)
                 tg.start_soon(self.writer.run)
                 if self.config.history_retention_days > 0:
                     tg.start_soon(self._retention)
                 if self.store.is_sqlite:
                     tg.start_soon(self._checkpointer)
             tg.start_soon(self._ticker)
-            tg.start_soon(self._signals)
-            listeners = []
-            for lst in self.config.listeners:
-                listeners.append(await self._listen(lst))
-            async with anyio.create_task_group() as serving:
-                for lst, l in zip(self.config.listeners, listeners):
-                    serving.start_soon(l.serve, self._handler(_SERVE[lst.dialect]))
-                    if lst.unix:
-                        addr = f"unix:{lst.unix}"
-                    else:
-                        host, port = l.extra(anyio.abc.SocketAttribute.local_address)[:2]
-                        addr = f"{host}:{port}"
+            if signals:
+                tg.start_soon(self._signals)
+            servers = []
+            try:
+                for lst in self.config.listeners:
+                    srv, addr = await self._listen(lst)
+                    servers.append(srv)
                     self.addresses.append(addr)
                     event(log, "listening", dialect=lst.dialect, address=addr)
                 if ready is not None:
                     ready(self.addresses)
                 await self._stop.wait()
-                serving.cancel_scope.cancel()
+            finally:
+                for srv in servers:
+                    srv.close()
+                for conn in list(self.live):
+                    conn.shutdown()
             if self.writer is not None:
                 with anyio.move_on_after(30):
                     await self.writer.flush()
@@ -190,7 +198,8 @@ class Runtime:
 
 
 def run(config: Config, ready=None, version: str = "1.12") -> Runtime:
-    """Build a Runtime for `config` and serve on the best available event loop."""
+    """Build a Runtime for `config` and serve on the best available event loop. Raises
+    core.api.StoreLocked when another server holds the database."""
     rt = Runtime(config, version=version)
     try:
         import uvloop  # noqa: F401

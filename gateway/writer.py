@@ -1,8 +1,10 @@
-"""The single storage writer: group commit of core.journal batches (DESIGN.md, durability).
+"""The single storage writer: group commit of journal batches (DESIGN.md, durability).
 
-While one batch commits on a worker thread, the next one gathers on the event loop. A reply that
-must be durable awaits `durable()`: it returns once every mutation made before the call has
-committed. `flush()` waits until everything recorded so far is committed (used at shutdown).
+While one batch commits, the next one gathers on the event loop. A reply that must be durable
+waits until every mutation made before it has committed: connections hold such replies
+(gateway/runner.py) and are called back after each commit (`on_commit`); `durable()` is the
+same wait for a coroutine. `flush()` waits until everything recorded so far is committed (used
+at shutdown).
 """
 from __future__ import annotations
 
@@ -18,33 +20,43 @@ log = logging.getLogger("jobgate.writer")
 
 class Writer:
     """Owns the journal -> store flushing loop. `run()` is a task; it raises if a commit fails,
-    which stops the server rather than acknowledge something that is not stored."""
+    which stops the server rather than acknowledge something that is not stored.
 
-    def __init__(self, journal, store, engine) -> None:
-        self.journal = journal
+    `persistence`: core.api.Persistence (the journal); `store`: core.api.StorePort.
+    """
+
+    def __init__(self, persistence, store) -> None:
+        self.persistence = persistence
         self.store = store
-        self.engine = engine
         self._pending = anyio.Event()
         self._committed = anyio.Event()
-        journal.on_pending = self._on_pending
+        persistence.set_on_pending(self._on_pending)
         self.batches = 0
         self.idle_flush_s = 1.0
         self.inline = store.is_sqlite
+        self._listeners: set = set()
 
     def _on_pending(self) -> None:
         self._pending.set()
 
+    def on_commit(self, fn) -> None:
+        """Call `fn()` after every commit until off_commit(fn)."""
+        self._listeners.add(fn)
+
+    def off_commit(self, fn) -> None:
+        self._listeners.discard(fn)
+
     async def run(self) -> None:
         """Flush batches forever (cancel to stop; call flush() first to drain)."""
-        j = self.journal
+        p = self.persistence
         while True:
-            if not j.pending:
+            if not p.pending:
                 self._pending = anyio.Event()
                 with anyio.move_on_after(self.idle_flush_s):
                     await self._pending.wait()
-                if not j.has_unwritten():
+                if not p.has_unwritten():
                     continue
-            batch = j.take(self.engine.next_id)
+            batch = p.take()
             try:
                 if self.inline:
                     self.store.write(batch)
@@ -54,22 +66,25 @@ class Writer:
                 log.exception("storage commit failed; stopping", extra={"fields": {
                     "batch": batch.number}})
                 raise
-            j.committed = batch.number
+            p.done(batch)
             self.batches += 1
             ev, self._committed = self._committed, anyio.Event()
             ev.set()
+            for fn in list(self._listeners):
+                fn()
 
     async def durable(self) -> None:
         """Wait until every mutation recorded before this call is committed."""
-        j = self.journal
-        need = j.open_batch if j.pending else j.open_batch - 1
-        while j.committed < need:
+        p = self.persistence
+        need = p.commit_mark()
+        while p.committed < need:
             await self._committed.wait()
 
     async def flush(self) -> None:
         """Wait until the journal is empty and committed (shutdown)."""
-        if self.journal.has_unwritten() and not self.journal.pending:
-            self.journal.pending = True
+        p = self.persistence
+        if p.has_unwritten() and not p.pending:
+            p.force_pending()
             self._pending.set()
         await self.durable()
-        event(log, "flushed", committed=self.journal.committed, batches=self.batches)
+        event(log, "flushed", committed=p.committed, batches=self.batches)

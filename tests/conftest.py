@@ -15,6 +15,7 @@ from core.clock import ManualClock
 from core.engine import Engine
 from core.journal import Journal
 from core.storage import Store
+from migrations import upgrade
 
 from .server_support import Proc
 from .support import ADDR_HOST, Raw, Server, make_pg_database, pg_admin_url
@@ -94,7 +95,7 @@ def eng(clock, journal):
 @pytest.fixture
 def store(db_url):
     s = Store(db_url)
-    s.migrate()
+    upgrade(s.engine)
     yield s
     s.close()
 

@@ -4,7 +4,8 @@ put/step/drain shorthands and a callback recorder.
 from __future__ import annotations
 
 from core.engine import Engine
-from core.model import TIMED_OUT, Job, Owner
+from core.model import TIMED_OUT
+from core.records import Job, Owner
 
 
 T0 = 1_000_000  # ManualClock's monotonic start

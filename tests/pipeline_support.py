@@ -7,6 +7,7 @@ import sqlalchemy as sa
 
 from core import schema
 from core.storage import Store
+from migrations import upgrade
 
 DAY = 86_400_000
 
@@ -14,7 +15,7 @@ DAY = 86_400_000
 def fresh_db(url: str) -> None:
     """Create (migrate) the schema at `url`."""
     st = Store(url, "normal")
-    st.migrate()
+    upgrade(st.engine)
     st.close()
 
 

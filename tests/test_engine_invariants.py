@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from core.clock import ManualClock
 from core.engine import Engine
 from core.journal import Journal
-from core.model import (BURIED, DEADLINE_SOON, DELAYED, READY, RESERVED, TIMED_OUT, URGENT_RANK,
-                        Job, Owner)
+from core.model import (BURIED, DEADLINE_SOON, DELAYED, READY, RESERVED, TIMED_OUT, URGENT_RANK)
+from core.records import Job, Owner
 
 from .engine_support import BEAN_BASE, T0, Calls, counts, drain, put, step
 

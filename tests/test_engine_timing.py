@@ -6,7 +6,8 @@ Covers delays, TTR expiry, DEADLINE_SOON, reserve timeouts, waiters across sever
 from __future__ import annotations
 
 from core.engine import SAFETY_MARGIN_MS
-from core.model import DEADLINE_SOON, DELAYED, READY, RESERVED, TIMED_OUT, Owner, Waiter
+from core.model import DEADLINE_SOON, DELAYED, READY, RESERVED, TIMED_OUT
+from core.records import Owner, Waiter
 
 from .engine_support import T0, Calls, drain, put, step
 

@@ -1,7 +1,7 @@
 """SQL storage (core.storage, core.journal, core.recovery) on a real SQLite file and a real
 PostgreSQL database (the db_url fixture runs each test on both).
 
-Schema through Alembic (Store.migrate and `jobgate migrate`), and an Engine + Journal + Store
+Schema through Alembic (migrations.upgrade, as the gateway runs it, and `jobgate migrate`), and an Engine + Journal + Store
 round trip and restart (core.recovery.restore). What the journal writes (coalescing, history,
 large batches) is in test_storage_journal.py.
 """
@@ -15,8 +15,10 @@ import pytest
 import sqlalchemy as sa
 
 from core import schema
-from core.model import BURIED, DELAYED, READY, RESERVED, Job, Owner
+from core.model import BURIED, DELAYED, READY, RESERVED
+from core.records import Job, Owner
 from core.storage import Store
+from migrations import upgrade
 
 from .support import ROOT
 from .storage_support import W0, event_rows, job_rows, Node, restart, stored_next_id
@@ -48,7 +50,7 @@ def check_schema(url: str) -> None:
         # no secondary index on jobs: uid uniqueness is the engine's (migration 0002)
         assert insp.get_indexes("jobs") == []
         with eng.connect() as c:
-            assert c.exec_driver_sql("SELECT version_num FROM alembic_version").all() == [("0004",)]
+            assert c.exec_driver_sql("SELECT version_num FROM alembic_version").all() == [("0005",)]
             meta = c.exec_driver_sql("SELECT key, value FROM jobgate_meta").all()
             assert meta == [("next_id", 1)]
     finally:
@@ -59,10 +61,10 @@ def check_schema(url: str) -> None:
 def test_migrate_creates_schema_and_is_idempotent(db_url):
     s = Store(db_url)
     try:
-        s.migrate()
+        upgrade(s.engine)
         check_schema(db_url)
-        s.migrate()
-        s.migrate()
+        upgrade(s.engine)
+        upgrade(s.engine)
         check_schema(db_url)  # still one version row, one meta row
         assert s.load().jobs == [] and s.load().next_id == 1
     finally:
@@ -73,7 +75,7 @@ def test_migrate_keeps_existing_data(store, db_url):
     n = Node()
     j = n.put(body=b"keep")
     n.flush(store)
-    store.migrate()
+    upgrade(store.engine)
     assert job_rows(store)[j.id]["payload"] == b"keep"
     assert stored_next_id(store) == 2
 
@@ -81,7 +83,7 @@ def test_migrate_keeps_existing_data(store, db_url):
 def test_sqlite_uses_wal(sqlite_url):
     s = Store(sqlite_url)
     try:
-        s.migrate()
+        upgrade(s.engine)
         with s.engine.connect() as c:
             assert c.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
             assert c.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL
@@ -102,7 +104,7 @@ def test_sqlite_checkpoints_are_manual(sqlite_url, tmp_path):
     empties the WAL, and the data reads back the same."""
     s = Store(sqlite_url)
     try:
-        s.migrate()
+        upgrade(s.engine)
         with s.engine.connect() as c:
             assert c.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar() == 0
         n = Node()
@@ -125,7 +127,7 @@ def test_sqlite_checkpoints_are_manual(sqlite_url, tmp_path):
 def test_checkpoint_is_a_no_op_on_postgresql(pg_url):
     s = Store(pg_url)
     try:
-        s.migrate()
+        upgrade(s.engine)
         assert s.checkpoint() is None
     finally:
         s.close()

@@ -10,7 +10,8 @@ import pytest
 import sqlalchemy as sa
 
 from core import schema
-from core.model import BURIED, Owner
+from core.model import BURIED
+from core.records import Owner
 from core.storage import Store
 
 from .storage_support import W0, count, event_rows, job_rows, Node, restart, stored_next_id

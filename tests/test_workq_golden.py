@@ -18,7 +18,7 @@ Time: the clock starts at the transcript's start time and moves as the probe's d
 takes its recorded duration, plus the sleeps the transcript leaves out (see workq_golden_cases).
 A command that waits (lease, result, run answer WAIT) is driven by advancing the clock to the
 engine's next timer (`engine.next_due()`), `engine.tick()`, and, when `session.on_wake` has
-fired, `session.take_reply()`, as gateway/textconn.py does; commands after it in the same feed
+fired, `session.take_reply()`, as protocols/sequential.py does; commands after it in the same feed
 run after its reply. Helper connections (workers, other `result` waiters) act at their times.
 
 Replies are compared byte for byte with `created` / `started` times masked; jobgate's deliberate
@@ -67,7 +67,7 @@ class Conn:
 
     def __init__(self, name: str, info: WorkqInfo) -> None:
         self.name = name
-        self.clock = info.engine.clock
+        self.clock = info.port.clock
         self.woken_at = None   # monotonic ms of the last reply to a command that waited
         self.parser = Parser()
         self.session = Session(info)

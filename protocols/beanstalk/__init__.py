@@ -1,5 +1,30 @@
-"""The beanstalk dialect (../shared/specs/beanstalk-protocol.txt, reference: beanstalkd 1.12)."""
-from .parser import Parser
-from .session import Session, ServerInfo
+"""The beanstalk dialect (../shared/specs/beanstalk-protocol.txt, reference: beanstalkd 1.12).
 
-__all__ = ["Parser", "Session", "ServerInfo"]
+`REGISTRATION` is what the gateway's registry lists (protocols/contract.py).
+"""
+from ..contract import Option, Registration
+from .parser import Parser
+from .session import Session, ServerInfo, connect
+
+__all__ = ["Parser", "Session", "ServerInfo", "connect", "REGISTRATION"]
+
+
+def _state(port, options: dict, context) -> ServerInfo:
+    return ServerInfo(port, options["max_job_size"], context.version, options["line_max"])
+
+
+REGISTRATION = Registration(
+    name="beanstalk",
+    default_port=11300,
+    make_state=_state,
+    session_factory=connect,
+    refuse_reply=None,   # beanstalkd has no reply for it: the connection is closed
+    options_path=("limits", "beanstalk"),
+    options=(
+        Option("max_job_size", "int", 65535, 0, 2**32 - 1,
+               "largest job body in bytes (beanstalkd -z)"),
+        Option("line_max", "int", 224, 16, 65536,
+               "longest command line in bytes, CRLF included (beanstalkd LINE_BUF_SIZE)"),
+    ),
+    summary="beanstalkd 1.12 protocol (greenstalk, pystalk, beanstalkc, fivebeans, jackd)",
+)

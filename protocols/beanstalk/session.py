@@ -1,17 +1,21 @@
 """One beanstalk connection's state and command handling (sans-IO).
 
 `Session.handle(cmd)` takes a command tuple from parser.Parser and returns the reply bytes, or
-WAIT when a reserve must wait (the engine will call back; the gateway then calls
-`take_reply()`), or QUIT. Replies and their conditions follow the beanstalk spec
-(../shared/specs/beanstalk-protocol.txt) and beanstalkd 1.12 (../shared/reference).
-Per-connection state: the used tube, the watch list (swap-remove order, like beanstalkd's ms_*),
-the Owner that holds this connection's reservations, producer/worker flags.
+WAIT when a reserve must wait (the engine will call back; then `take_reply()`), or QUIT.
+`connect(info, transport)` wraps a Parser and a Session into the push-style session of the
+connection contract (protocols/contract.py, protocols/sequential.py). Replies and their
+conditions follow the beanstalk spec (../shared/specs/beanstalk-protocol.txt) and beanstalkd
+1.12 (../shared/reference). Per-connection state: the used tube, the watch list (swap-remove
+order, like beanstalkd's ms_*), the owner that holds this connection's reservations,
+producer/worker flags. The engine is reached through its port only (core/api.py).
 """
 from __future__ import annotations
 
-from core.model import DEADLINE_SOON, TIMED_OUT, Job, Owner
+from core.api import DEADLINE_SOON, TIMED_OUT, WAITING
 
-from .parser import COUNTED, ERROR
+from ..sequential import Sequential
+
+from .parser import COUNTED, ERROR, Parser
 from .stats import ServerInfo, to_rank, yaml_list
 
 WAIT = object()
@@ -40,21 +44,19 @@ class Session:
 
     def __init__(self, info: ServerInfo) -> None:
         self.info = info
-        self.engine = info.engine
-        self.owner = Owner("beanstalk")
+        self.port = e = info.port
+        self.owner = e.new_owner("beanstalk")
         self.used = "default"
         self.watch = ["default"]
-        self.engine.attach("default", "using")
-        self.engine.attach("default", "watching")
+        e.attach("default", "using")
+        e.attach("default", "watching")
         self.producer = False
         self.worker = False
         self.on_wake = None
         self.need_commit = False
-        self._journal = self.engine.journal
         self._result = None
         info.connections += 1
         info.total_connections += 1
-        e = self.engine
         self._ops = {
             b"put": self._put, b"reserve": self._reserve,
             b"reserve-with-timeout": self._reserve_timeout, b"reserve-job": self._reserve_job,
@@ -67,7 +69,7 @@ class Session:
             b"kick": self._kick, b"kick-job": self._kick_job,
             b"stats": lambda c: self.info.stats(), b"stats-job": self._stats_job,
             b"stats-tube": self._stats_tube,
-            b"list-tubes": lambda c: yaml_list(e.queue_order),
+            b"list-tubes": lambda c: yaml_list(e.queue_names()),
             b"list-tube-used": lambda c: b"USING %s\r\n" % self.used.encode(),
             b"list-tubes-watched": lambda c: yaml_list(self.watch),
             b"pause-tube": self._pause, b"quit": lambda c: QUIT,
@@ -88,7 +90,7 @@ class Session:
             if cmd[3]:
                 self._set_producer()
             if cmd[4]:
-                self.engine.next_id += 1   # beanstalkd made the job before reading its body
+                self.port.burn_id()   # beanstalkd made the job before reading its body
             return cmd[2]
         cmds = self.info.cmds
         if op in cmds:
@@ -107,7 +109,7 @@ class Session:
     def cancel_wait(self) -> bytes | None:
         """Abandon a waiting reserve (client half-closed): returns TIMED_OUT, or None if the
         reserve already has its answer (then take_reply() gives it)."""
-        if self.engine.cancel_wait(self.owner):
+        if self.port.cancel_wait(self.owner):
             return R_TIMED_OUT
         return None
 
@@ -115,11 +117,11 @@ class Session:
         """The connection ended inside a put's body: beanstalkd had already counted the put
         and made its job (using an id) when the line arrived, so do the same."""
         self.info.cmds[b"put"] += 1
-        self.engine.next_id += 1
+        self.port.burn_id()
 
     def close(self) -> None:
         """Connection ended: release reservations and drop tube references."""
-        e = self.engine
+        e = self.port
         e.release_owner(self.owner)
         e.detach(self.used, "using")
         for t in self.watch:
@@ -140,14 +142,15 @@ class Session:
 
     def _put(self, c):
         self._set_producer()
-        if self.engine.draining:
-            self.engine.next_id += 1   # beanstalkd made the job before refusing it
+        p = self.port
+        if p.draining:
+            p.burn_id()   # beanstalkd made the job before refusing it
             return DRAINING
         _, pri, delay, ttr, body = c
-        job = self.engine.put(self.used, body, pri - 2147483648, delay * 1000,
-                              (ttr or 1) * 1000, "beanstalk")
+        id = p.put(self.used, body, pri - 2147483648, delay * 1000, (ttr or 1) * 1000,
+                   "beanstalk")
         self.need_commit = True
-        return b"INSERTED %d\r\n" % job.id
+        return b"INSERTED %d\r\n" % id
 
     def _set_worker(self):
         if not self.worker:
@@ -164,17 +167,16 @@ class Session:
             return R_TIMED_OUT
         if r is DEADLINE_SOON:
             return R_DEADLINE_SOON
-        j = self._journal
-        if j is not None and (r.in_db == 0 or r.in_db > j.committed):
+        if not r.committed:   # its row is not stored yet: answer after the commit
             self.need_commit = True
         return _found(b"RESERVED", r)
 
     def _do_reserve(self, timeout_ms):
         self._set_worker()
-        r = self.engine.reserve(self.owner, self.watch, timeout_ms, self._wake)
-        if r is TIMED_OUT or r is DEADLINE_SOON or type(r) is Job:
-            return self._reserve_reply(r)
-        return WAIT
+        r = self.port.reserve(self.owner, self.watch, timeout_ms, self._wake)
+        if r is WAITING:
+            return WAIT
+        return self._reserve_reply(r)
 
     def _reserve(self, c):
         return self._do_reserve(None)
@@ -184,7 +186,7 @@ class Session:
 
     def _reserve_job(self, c):
         self._set_worker()
-        job = self.engine.reserve_job(self.owner, c[1])
+        job = self.port.reserve_job(self.owner, c[1])
         return NOT_FOUND if job is None else self._reserve_reply(job)
 
     def _mutated(self, ok: bool, reply: bytes) -> bytes:
@@ -194,23 +196,23 @@ class Session:
         return NOT_FOUND
 
     def _delete(self, c):
-        return self._mutated(self.engine.delete(self.owner, c[1]), b"DELETED\r\n")
+        return self._mutated(self.port.delete(self.owner, c[1]), b"DELETED\r\n")
 
     def _release(self, c):
-        ok = self.engine.release(self.owner, c[1], to_rank(c[2]), c[3] * 1000)
+        ok = self.port.release(self.owner, c[1], to_rank(c[2]), c[3] * 1000)
         return self._mutated(ok, b"RELEASED\r\n")
 
     def _bury(self, c):
-        return self._mutated(self.engine.bury(self.owner, c[1], to_rank(c[2])), b"BURIED\r\n")
+        return self._mutated(self.port.bury(self.owner, c[1], to_rank(c[2])), b"BURIED\r\n")
 
     def _touch(self, c):
-        return b"TOUCHED\r\n" if self.engine.touch(self.owner, c[1]) else NOT_FOUND
+        return b"TOUCHED\r\n" if self.port.touch(self.owner, c[1]) else NOT_FOUND
 
     def _use(self, c):
         name = c[1]
         if name != self.used:
-            self.engine.attach(name, "using")
-            self.engine.detach(self.used, "using")
+            self.port.attach(name, "using")
+            self.port.detach(self.used, "using")
             self.used = name
         return b"USING %s\r\n" % name.encode()
 
@@ -218,7 +220,7 @@ class Session:
         name = c[1]
         if name not in self.watch:
             self.watch.append(name)
-            self.engine.attach(name, "watching")
+            self.port.attach(name, "watching")
         return b"WATCHING %d\r\n" % len(self.watch)
 
     def _ignore(self, c):
@@ -231,11 +233,11 @@ class Session:
             last = w.pop()
             if i < len(w):
                 w[i] = last
-            self.engine.detach(name, "watching")
+            self.port.detach(name, "watching")
         return b"WATCHING %d\r\n" % len(w)
 
     def _peek(self, c):
-        job = self.engine.peek(c[1])
+        job = self.port.peek(c[1])
         return NOT_FOUND if job is None else _found(b"FOUND", job)
 
     def _peek_q(self, fn):
@@ -243,21 +245,34 @@ class Session:
         return NOT_FOUND if job is None else _found(b"FOUND", job)
 
     def _kick(self, c):
-        n = self.engine.kick(self.used, c[1], "beanstalk")
+        n = self.port.kick(self.used, c[1], "beanstalk")
         if n:
             self.need_commit = True
         return b"KICKED %d\r\n" % n
 
     def _kick_job(self, c):
-        return self._mutated(self.engine.kick_job(c[1], "beanstalk"), b"KICKED\r\n")
+        return self._mutated(self.port.kick_job(c[1], "beanstalk"), b"KICKED\r\n")
 
     def _stats_job(self, c):
-        job = self.engine.peek(c[1])
+        job = self.port.peek(c[1])
         return NOT_FOUND if job is None else self.info.stats_job(job)
 
     def _stats_tube(self, c):
-        q = self.engine.queues.get(c[1])
+        q = self.port.queue(c[1])
         return NOT_FOUND if q is None else self.info.stats_tube(q)
 
     def _pause(self, c):
-        return b"PAUSED\r\n" if self.engine.pause(c[1], c[2] * 1000) else NOT_FOUND
+        return b"PAUSED\r\n" if self.port.pause(c[1], c[2] * 1000) else NOT_FOUND
+
+
+def connect(info: ServerInfo, transport) -> Sequential:
+    """The push-style session of one beanstalk connection (protocols/contract.py): a Parser
+    feeding a Session. A connection that ends inside a put's body counts that put, as
+    beanstalkd does; a waiting reserve whose client half-closes answers TIMED_OUT."""
+    parser = Parser(info.max_job_size, info.line_max)
+    sess = Session(info)
+
+    def on_end():
+        if parser.in_body():
+            sess.unfinished_put()
+    return Sequential(parser, sess, transport, WAIT, QUIT, on_end)

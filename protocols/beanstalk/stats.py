@@ -10,9 +10,8 @@ import os
 import platform
 import resource
 import socket
-import time
 
-from core.model import DELAYED, RESERVED
+from core.api import DELAYED, RESERVED, Port
 
 #: Counted beanstalk commands, in the order stats prints them.
 CMD_KEYS = (
@@ -60,20 +59,24 @@ def yaml_list(names) -> bytes:
 class ServerInfo:
     """Process-wide beanstalk state shared by every session of one server.
 
-    cmds: counts per command (keys CMD_KEYS); connection, producer and worker counts;
-    max_job_size (bytes); version (the string stats reports, default "1.12").
+    `port`: the engine port (core.api.Port; an engine is wrapped with Port.of). cmds: counts
+    per command (keys CMD_KEYS); connection, producer and worker counts; max_job_size (bytes);
+    line_max (bytes of a command line with CRLF); version (the string stats reports, default
+    "1.12"). `uptime` counts from construction on the port's clock.
     """
 
-    def __init__(self, engine, max_job_size: int = 65535, version: str = "1.12") -> None:
-        self.engine = engine
+    def __init__(self, engine, max_job_size: int = 65535, version: str = "1.12",
+                 line_max: int = 224) -> None:
+        self.port = Port.of(engine)
         self.max_job_size = max_job_size
+        self.line_max = line_max
         self.version = version
         self.cmds = dict.fromkeys(CMD_KEYS, 0)
         self.connections = 0
         self.total_connections = 0
         self.producers = 0
         self.workers = 0
-        self.started = time.monotonic()
+        self.started = self.port.clock.monotonic_ms()
         self.id = os.urandom(8).hex()
         u = os.uname()
         self.hostname = socket.gethostname()
@@ -82,45 +85,39 @@ class ServerInfo:
 
     def stats(self) -> bytes:
         """The `stats` reply."""
-        e = self.engine
-        urgent = ready = reserved = delayed = buried = 0
-        for q in e.queues.values():
-            urgent += q.urgent
-            ready += q.n_ready
-            reserved += q.n_reserved
-            delayed += q.n_delayed
-            buried += len(q.buried)
+        p = self.port
+        st = p.stats()
         ru = resource.getrusage(resource.RUSAGE_SELF)
         lines = [
             "---",
-            f"current-jobs-urgent: {urgent}",
-            f"current-jobs-ready: {ready}",
-            f"current-jobs-reserved: {reserved}",
-            f"current-jobs-delayed: {delayed}",
-            f"current-jobs-buried: {buried}",
+            f"current-jobs-urgent: {st.urgent}",
+            f"current-jobs-ready: {st.ready}",
+            f"current-jobs-reserved: {st.reserved}",
+            f"current-jobs-delayed: {st.delayed}",
+            f"current-jobs-buried: {st.buried}",
         ]
         lines += [f"cmd-{k.decode()}: {v}" for k, v in self.cmds.items()]
         lines += [
-            f"job-timeouts: {e.job_timeouts}",
-            f"total-jobs: {e.total_jobs}",
+            f"job-timeouts: {st.job_timeouts}",
+            f"total-jobs: {st.total_jobs}",
             f"max-job-size: {self.max_job_size}",
-            f"current-tubes: {len(e.queues)}",
+            f"current-tubes: {st.queues}",
             f"current-connections: {self.connections}",
             f"current-producers: {self.producers}",
             f"current-workers: {self.workers}",
-            f"current-waiting: {e.waiting}",
+            f"current-waiting: {st.waiting}",
             f"total-connections: {self.total_connections}",
             f"pid: {os.getpid()}",
             f"version: {_quote(self.version)}",
             f"rusage-utime: {int(ru.ru_utime)}.{int(ru.ru_utime * 1e6) % 1000000:06d}",
             f"rusage-stime: {int(ru.ru_stime)}.{int(ru.ru_stime * 1e6) % 1000000:06d}",
-            f"uptime: {int(time.monotonic() - self.started)}",
+            f"uptime: {(p.clock.monotonic_ms() - self.started) // 1000}",
             "binlog-oldest-index: 0",
             "binlog-current-index: 0",
             "binlog-records-migrated: 0",
             "binlog-records-written: 0",
             "binlog-max-size: 10485760",
-            f"draining: {'true' if e.draining else 'false'}",
+            f"draining: {'true' if st.draining else 'false'}",
             f"id: {self.id}",
             f"hostname: {_quote(self.hostname)}",
             f"os: {_quote(self.os)}",
@@ -129,17 +126,10 @@ class ServerInfo:
         return ok("\n".join(lines) + "\n")
 
     def stats_job(self, job) -> bytes:
-        """The `stats-job` reply for a live job."""
-        e = self.engine
-        now = e.clock.monotonic_ms()
+        """The `stats-job` reply for a live job (a core.api.JobView)."""
         st = job.state
-        if st is RESERVED:
-            left = _secs_left(job.deadline - now)
-        elif st is DELAYED:
-            left = _secs_left(job.ready_at - now)
-        else:
-            left = 0
-        age = (e.clock.wall_ms() - job.created_ms) // 1000
+        left = _secs_left(job.left_ms) if st is RESERVED or st is DELAYED else 0
+        age = (self.port.clock.wall_ms() - job.created_ms) // 1000
         # whole seconds, rounded up: a workq job's 200 ms TTR shows as 1, never 0
         delay_s, ttr_s = -(-job.delay_ms // 1000), -(-job.ttr_ms // 1000)
         body = (
@@ -152,18 +142,16 @@ class ServerInfo:
         return ok(body)
 
     def stats_tube(self, q) -> bytes:
-        """The `stats-tube` reply for queue `q` (core.model.Queue)."""
-        now = self.engine.clock.monotonic_ms()
-        paused = q.paused_until > now
+        """The `stats-tube` reply for a queue (a core.api.QueueView)."""
         body = (
             f"---\nname: {_quote(q.name)}\ncurrent-jobs-urgent: {q.urgent}\n"
-            f"current-jobs-ready: {q.n_ready}\ncurrent-jobs-reserved: {q.n_reserved}\n"
-            f"current-jobs-delayed: {q.n_delayed}\ncurrent-jobs-buried: {len(q.buried)}\n"
+            f"current-jobs-ready: {q.ready}\ncurrent-jobs-reserved: {q.reserved}\n"
+            f"current-jobs-delayed: {q.delayed}\ncurrent-jobs-buried: {q.buried}\n"
             f"total-jobs: {q.total_jobs}\ncurrent-using: {q.using}\n"
             f"current-watching: {q.watching}\ncurrent-waiting: {q.waiting}\n"
             f"cmd-delete: {q.deletes}\ncmd-pause-tube: {q.pauses}\n"
-            f"pause: {q.pause_ms // 1000 if paused else 0}\n"
-            f"pause-time-left: {_secs_left(q.paused_until - now) if paused else 0}\n"
+            f"pause: {q.pause_ms // 1000 if q.paused else 0}\n"
+            f"pause-time-left: {_secs_left(q.pause_left_ms) if q.paused else 0}\n"
         )
         return ok(body)
 

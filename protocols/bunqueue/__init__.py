@@ -1,10 +1,36 @@
 """The bunqueue dialect: length-prefixed MessagePack frames (bunqueue-tcp-protocol.txt).
 
-Sans-IO: codec.FrameReader cuts frames, session.Session runs commands on the engine and returns
-framed replies; the gateway owns the socket (gateway/bunqueue_conn.py).
+Sans-IO: codec.FrameReader cuts frames, session.Session runs commands through the engine port
+and returns framed replies, connection.Connection runs a Session over the connection contract
+(protocols/contract.py). `REGISTRATION` is what the gateway's registry lists.
 """
+from ..contract import Option, Registration
 from .codec import FrameReader, MAX_FRAME
+from .connection import Connection, connect
 from .info import BunqueueInfo
 from .session import Session
 
-__all__ = ["BunqueueInfo", "FrameReader", "MAX_FRAME", "Session"]
+__all__ = ["BunqueueInfo", "Connection", "FrameReader", "MAX_FRAME", "Session", "connect",
+           "REGISTRATION"]
+
+
+def _state(port, options: dict, context) -> BunqueueInfo:
+    return BunqueueInfo(port, options["auth_tokens"], options["rate_limit"],
+                        context.database_path, options["max_frame"])
+
+
+REGISTRATION = Registration(
+    name="bunqueue",
+    default_port=6789,
+    make_state=_state,
+    session_factory=connect,
+    refuse_reply=None,   # the reference has none: the connection is closed
+    options_path=("bunqueue",),
+    options=(
+        Option("auth_tokens", "str_list", (), help="clients must Auth with one; none: open"),
+        Option("rate_limit", "int", 0, 0, 10**9, "commands per second per connection, 0: off"),
+        Option("max_frame", "int", MAX_FRAME, 1024, 2**32 - 1,
+               "largest frame in bytes; a larger one closes the connection"),
+    ),
+    summary="bunqueue 2.9.5 TCP protocol (length-prefixed MessagePack, pipelining)",
+)

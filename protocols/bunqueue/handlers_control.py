@@ -8,7 +8,7 @@ Obliterate deletes every job of the queue; progress and logs are extras stored w
 """
 from __future__ import annotations
 
-from core.model import BURIED, COMPLETED, DELAYED, READY, RESERVED
+from core.api import BURIED, COMPLETED, DELAYED, READY, RESERVED
 
 from .handlers_query import find, not_active
 from .options import data_error, encode_data, number_error, queue_name
@@ -21,7 +21,7 @@ MAX_LOGS = 1000
 
 
 def _now(sess) -> int:
-    return sess.engine.clock.wall_ms()
+    return sess.port.clock.wall_ms()
 
 
 def _not_found(id=None) -> dict:
@@ -33,7 +33,7 @@ def cancel(sess, cmd: dict):
     job = find(sess, cmd.get("id"))
     if job is None or job.state not in (READY, DELAYED):
         return err("Job not found or cannot be cancelled")
-    sess.engine.delete(None, job.id, "bunqueue", force=True, event="cancel")
+    sess.port.remove(job.id, "bunqueue", "cancel")
     return ok_empty()
 
 
@@ -51,7 +51,7 @@ def progress(sess, cmd: dict):
     m = cmd.get("message")
     if m is not None:
         fields["progressMessage"] = str(m)
-    sess.engine.update_ext(job, **fields)
+    sess.port.update_extras(job.id, fields)
     return ok_empty()
 
 
@@ -65,7 +65,7 @@ def update(sess, cmd: dict):
     if msg:
         return err(msg)
     payload, fmt = encode_data(data)
-    sess.engine.replace_payload(job, payload, fmt)
+    sess.port.replace_payload(job.id, payload, fmt)
     return ok_empty()
 
 
@@ -78,34 +78,29 @@ def change_priority(sess, cmd: dict):
     msg = number_error(p, "priority", -1_000_000, 1_000_000, required=True)
     if msg:
         return err(msg)
-    sess.engine.change_priority(job, -int(p), "bunqueue")
+    sess.port.change_priority(job.id, -int(p), "bunqueue")
     return ok_empty()
 
 
 @command("Promote", mutating=True)
 def promote(sess, cmd: dict):
     job = find(sess, cmd.get("id"))
-    e = sess.engine
-    if job is None or job.state is not DELAYED or e.blocked(job):
+    if job is None or job.state is not DELAYED or job.blocked:
         return err("Job not found or not delayed")
-    e.requeue(job, 0, "promote", "bunqueue")
-    e.update_ext(job, runAt=_now(sess))
+    sess.port.requeue(job.id, 0, "promote", "bunqueue", {"runAt": _now(sess)})
     return ok_empty()
 
 
 @command("MoveToDelayed", mutating=True)
 def move_to_delayed(sess, cmd: dict):
     job = find(sess, cmd.get("id"))
-    e = sess.engine
-    if job is None or job.state not in (RESERVED, READY, DELAYED) or e.blocked(job):
+    if job is None or job.state not in (RESERVED, READY, DELAYED) or job.blocked:
         return _not_found()
     d = cmd.get("delay")
     msg = number_error(d, "delay", 0, 365 * 86_400_000, required=True)
     if msg:
         return err(msg)
-    sess.info.locks.pop(job.id, None)
-    e.requeue(job, int(d), "release", "bunqueue")
-    e.update_ext(job, runAt=_now(sess) + int(d))
+    sess.port.requeue(job.id, int(d), "release", "bunqueue", {"runAt": _now(sess) + int(d)})
     return ok_empty()
 
 
@@ -114,54 +109,47 @@ def discard(sess, cmd: dict):
     job = find(sess, cmd.get("id"))
     if job is None:
         return _not_found()
-    sess.info.locks.pop(job.id, None)
-    if not sess.engine.dead_letter(job, b"", "bunqueue"):
+    if not sess.port.dead_letter(job.id, b"", "bunqueue",
+                                 {"dlqReason": "unknown", "dlqAt": _now(sess)}):
         return _not_found()
-    sess.engine.update_ext(job, dlqReason="unknown", dlqAt=_now(sess))
     return ok_empty()
 
 
 # ------------------------------------------------------------------ queues
 @command("Pause", mutating=True)
 def pause(sess, cmd: dict):
-    e = sess.engine
+    e = sess.port
     name = queue_name(cmd.get("queue"))
-    e.queue(name).keep = True   # an empty paused queue stays (and stays paused)
+    e.keep(name)   # an empty paused queue stays (and stays paused)
     e.pause(name, PAUSE_FOREVER_MS)
     return ok_empty()
 
 
 @command("Resume", mutating=True)
 def resume(sess, cmd: dict):
-    e = sess.engine
+    e = sess.port
     name = queue_name(cmd.get("queue"))
-    if name in e.queues:
-        e.queues[name].keep = False
-        e.pause(name, 0)
-        e._gc(e.queues[name])
+    if e.pause(name, 0):
+        e.keep(name, False)
     return ok_empty()
 
 
-def _delete_where(sess, queue: str, pred, limit: int | None = None, event="delete") -> int:
-    e = sess.engine
-    jobs = sorted((j for j in e.jobs.values() if j.queue == queue and pred(j)),
-                  key=lambda j: j.id)
+def _delete_where(sess, queue: str, pred, limit: int | None = None, event="delete") -> list:
+    """Delete the jobs of `queue` that `pred(JobView)` selects, oldest first (at most `limit`);
+    returns their ids (uids)."""
+    e = sess.port
+    jobs = [j for j in e.jobs(queue) if pred(j)]
     if limit is not None:
         jobs = jobs[:limit]
-    ids = []
     for j in jobs:
-        sess.info.locks.pop(j.id, None)
-        ids.append(e.uid_of(j))
-        e.delete(None, j.id, "bunqueue", force=True, event=event)
-    return ids
+        e.remove(j.id, "bunqueue", event)
+    return [j.uid for j in jobs]
 
 
 @command("Drain", mutating=True)
 def drain(sess, cmd: dict):
-    e = sess.engine
     n = len(_delete_where(sess, queue_name(cmd.get("queue")),
-                          lambda j: j.state is READY or (j.state is DELAYED
-                                                         and not e.blocked(j)),
+                          lambda j: j.state is READY or (j.state is DELAYED and not j.blocked),
                           event="drain"))
     return {"ok": True, "count": n}
 
@@ -200,24 +188,20 @@ def clean(sess, cmd: dict):
 
 
 # --------------------------------------------------------------------- DLQ
+#: Failure records a retry from the DLQ starts over without (core/failures.py).
+_RETRY_DROP = ("failedReason", "stacktrace", "startedAt", "timeline", "dlqReason", "dlqAt")
+
+
 @command("RetryDlq", mutating=True)
 def retry_dlq(sess, cmd: dict):
-    e = sess.engine
-    q = e.queues.get(queue_name(cmd.get("queue")))
-    if q is None:
-        return {"ok": True, "count": 0}
+    e = sess.port
     jid = cmd.get("jobId")
-    jobs = list(q.buried.values())
+    jobs = e.dead_letters(queue_name(cmd.get("queue")))
     if jid is not None:
-        jobs = [j for j in jobs if e.uid_of(j) == str(jid)]
+        jobs = [j for j in jobs if j.uid == str(jid)]
     for j in jobs:
-        j.fails = 0
-        e.requeue(j, 0, "retry", "bunqueue")
-        e.update_ext(j, runAt=_now(sess))
-        if j.ext is not None:
-            for k in ("failedReason", "stacktrace", "startedAt", "timeline", "dlqReason",
-                      "dlqAt"):
-                j.ext.pop(k, None)
+        e.requeue(j.id, 0, "retry", "bunqueue", {"runAt": _now(sess)}, _RETRY_DROP,
+                  reset_fails=True)
     return {"ok": True, "count": len(jobs)}
 
 
@@ -230,17 +214,13 @@ def purge_dlq(sess, cmd: dict):
 
 @command("RetryCompleted", mutating=True)
 def retry_completed(sess, cmd: dict):
-    e = sess.engine
-    queue = queue_name(cmd.get("queue"))
+    e = sess.port
     id = cmd.get("id")
-    jobs = [j for j in e.jobs.values() if j.queue == queue and j.state is COMPLETED
-            and (id is None or e.uid_of(j) == str(id))]
-    for j in sorted(jobs, key=lambda j: j.id):
-        e.requeue(j, 0, "retry", "bunqueue")
-        if j.ext is not None:
-            for k in ("completedAt", "startedAt", "resultFmt"):
-                j.ext.pop(k, None)
-            j.ext["progress"] = 0
+    jobs = [j for j in e.jobs(queue_name(cmd.get("queue")), (COMPLETED,))
+            if id is None or j.uid == str(id)]
+    for j in jobs:
+        e.requeue(j.id, 0, "retry", "bunqueue", {"progress": 0},
+                  ("completedAt", "startedAt", "resultFmt"))
     return {"ok": True, "count": len(jobs)}
 
 
@@ -252,12 +232,9 @@ def add_log(sess, cmd: dict):
         return _not_found()
     msg = cmd.get("message")
     level = cmd.get("level") or "info"
-    if job.ext is None:
-        job.ext = {}
-    logs = job.ext.setdefault("logs", [])
+    logs = list((job.ext or {}).get("logs", ()))
     logs.append([str(msg), str(level), _now(sess)])
-    del logs[:-MAX_LOGS]
-    sess.engine._mark(job)
+    sess.port.update_extras(job.id, {"logs": logs[-MAX_LOGS:]})
     return {"ok": True, "data": {"added": True}}
 
 
@@ -296,18 +273,16 @@ def heartbeat(sess, cmd: dict):
 def subscribe_events(sess, cmd: dict):
     q = cmd.get("queue")
     qs = cmd.get("queues")
-    if sess.subscribed is None:
-        sess.subscribed = set()
+    subs = set(sess.subscribed or ())
     if q is not None:
-        sess.subscribed.add(queue_name(q))
+        subs.add(queue_name(q))
     for x in qs or ():
-        sess.subscribed.add(queue_name(x))
-    sess.info.subscribers.add(sess)
+        subs.add(queue_name(x))
+    sess.subscribe(subs)
     return ok_empty()
 
 
 @command("UnsubscribeEvents")
 def unsubscribe_events(sess, cmd: dict):
-    sess.subscribed = None
-    sess.info.subscribers.discard(sess)
+    sess.unsubscribe()
     return ok_empty()

@@ -6,7 +6,7 @@ reference acknowledges PUSH before its write buffer reaches disk, we do not).
 """
 from __future__ import annotations
 
-from core.model import TIMED_OUT, Waiter
+from core.api import TIMED_OUT, TOKEN_IGNORED, TOKEN_REQUIRED, WAITING
 
 from .codec import pack
 from .info import DEFAULT_LOCK_TTL_MS
@@ -17,7 +17,7 @@ from .registry import PENDING, Spliced, command, err
 
 
 def _now(sess) -> int:
-    return sess.engine.clock.wall_ms()
+    return sess.port.clock.wall_ms()
 
 
 # ------------------------------------------------------------------- push
@@ -29,7 +29,7 @@ _PLAIN = frozenset(("data", "name", "removeOnComplete", "removeOnFail", "cmd", "
 def _push_one(sess, queue: str, opts: dict, prefix: str = "", checked: bool = False):
     """Validate (unless `checked`) and create one job; returns its id str, or an error reply
     dict."""
-    e = sess.engine
+    e = sess.port
     data = opts.get("data")
     if opts.keys() <= _PLAIN:   # fast path: nothing to validate but the data, no lookups
         if data.__class__ is str:
@@ -40,7 +40,7 @@ def _push_one(sess, queue: str, opts: dict, prefix: str = "", checked: bool = Fa
             payload, fmt = pack(data), 1
         if len(payload) > 10 * 1024 * 1024:
             return err(prefix + "Job data too large (max 10MB)")
-        uid = new_id()
+        uid = new_id(e.clock.wall_ms())
         name = opts.get("name")
         ext = None
         if (name is not None and name != "default") or len(opts) > 2:
@@ -57,26 +57,24 @@ def _push_one(sess, queue: str, opts: dict, prefix: str = "", checked: bool = Fa
         custom = opts.get("customId")
     if custom is not None:
         custom = str(custom)
-        job = e.find_uid(custom)
-        if job is not None:
+        if e.find(custom) is not None:
             return custom   # idempotent: the existing job's id
     key = opts.get("uniqueKey")
     if key is not None:
-        job = e.dedup_job(queue, key)
-        if job is not None:
-            return e.uid_of(job)
+        held = e.dedup(queue, key)
+        if held is not None:
+            return held
     unmet = []
     for d in opts.get("dependsOn") or ():
         d = str(d)
-        dep = e.find_uid(d)
-        if dep is None:
+        if e.find(d) is None:
             return err(prefix + f"Dependency job not found: {d}")
         if not e.dependency_met(d):
             unmet.append(d)
     payload, fmt = encode_data(data)
     if len(payload) > 10 * 1024 * 1024:
         return err(prefix + "Job data too large (max 10MB)")
-    uid = custom if custom is not None else new_id()
+    uid = custom if custom is not None else new_id(e.clock.wall_ms())
     pri = opts.get("priority")
     delay = opts.get("delay")
     ttl = opts.get("ttl")
@@ -100,7 +98,6 @@ def push(sess, cmd: dict):
     r = _push_one(sess, queue_name(q), cmd)
     if r.__class__ is dict:
         return r
-    sess.info.publish("pushed", queue_name(q), r, _now(sess))
     return {"ok": True, "id": r}
 
 
@@ -114,7 +111,7 @@ def push_batch(sess, cmd: dict):
     jobs = cmd.get("jobs")
     if jobs.__class__ is not list:
         return err("jobs must be an array")
-    e = sess.engine
+    e = sess.port
     if all(o.__class__ is dict and o.keys() <= _PLAIN for o in jobs):
         return _push_plain(sess, queue, jobs)
     batch_ids = {str(o.get("customId") or o.get("jobId")) for o in jobs
@@ -133,7 +130,7 @@ def push_batch(sess, cmd: dict):
                 and len(pack(data)) > DATA_MAX:
             return err(f"jobs[{i}]: Job data too large (max 10MB)")
         for d in opts.get("dependsOn") or ():
-            if str(d) not in batch_ids and e.find_uid(str(d)) is None:
+            if str(d) not in batch_ids and e.find(str(d)) is None:
                 return err(f"jobs[{i}]: Dependency job not found: {d}")
     ids = []
     for i, opts in enumerate(jobs):
@@ -141,10 +138,6 @@ def push_batch(sess, cmd: dict):
         if r.__class__ is dict:
             return r   # a dependency error: jobs before it stay, as in the reference
         ids.append(r)
-    if sess.info.subscribers:
-        now = _now(sess)
-        for uid in ids:
-            sess.info.publish("pushed", queue, uid, now)
     return {"ok": True, "ids": ids}
 
 
@@ -168,17 +161,14 @@ def _push_plain(sess, queue: str, jobs: list):
         items.append((payload, fmt, None, ext))
     ids = []
     uids = []
+    now = _now(sess)
     for payload, fmt, _, ext in items:
-        uid = new_id()
+        uid = new_id(now)
         ids.append(uid)
         uids.append((payload, fmt, uid, ext))
-    sess.engine.put_plain(queue, uids, DEFAULT_LOCK_TTL_MS, "bunqueue", DEFAULT_MAX_ATTEMPTS,
-                          "push")
+    sess.port.put_many(queue, uids, DEFAULT_LOCK_TTL_MS, "bunqueue", DEFAULT_MAX_ATTEMPTS,
+                       "push")
     sess.info.total_pushed += len(uids)
-    if sess.info.subscribers:
-        now = _now(sess)
-        for uid in ids:
-            sess.info.publish("pushed", queue, uid, now)
     return {"ok": True, "ids": ids}
 
 
@@ -200,39 +190,27 @@ def _pull_args(cmd: dict, batch: bool):
     return None, (queue_name(q), ttl)
 
 
-def _started(sess, job, owner_name, locked: bool) -> bytes:
-    """Mark a just-reserved job active; returns its packed Job object."""
-    now = _now(sess)
-    e = sess.engine
-    ext = job.ext
-    if ext is None:
-        ext = job.ext = {}
-    ext["startedAt"] = now
-    ext["lastHeartbeat"] = now
-    locks = sess.info.locks
-    if locked:
-        locks[job.id] = new_id(now)
-    elif job.id in locks:
-        del locks[job.id]
+def _started(sess, r, now: int) -> bytes:
+    """Mark a just-reserved job (a core.api.Reserved) active; returns its packed Job object."""
+    e = sess.port
+    e.update_extras(r.id, {"startedAt": now, "lastHeartbeat": now}, persist=False)
     sess.info.total_pulled += 1
-    if sess.info.subscribers:
-        sess.info.publish("pulled", job.queue, e.uid_of(job), now)
-    return job_body(e, job)
+    return job_body(e.job(r.id))
 
 
 def _pull_reply(sess, jobs: list, locked: bool, batch: bool):
-    bodies = [_started(sess, j, None, locked) for j in jobs]
-    locks = sess.info.locks
+    now = _now(sess)
+    bodies = [_started(sess, r, now) for r in jobs]
     if batch:
         raw = [("jobs", _array(bodies))]
         if locked:
-            raw.append(("tokens", pack([locks[j.id] for j in jobs])))
+            raw.append(("tokens", pack([r.token for r in jobs])))
         return Spliced({"ok": True}, raw)
     if not jobs:
         return {"ok": True, "job": None, "token": None} if locked else {"ok": True, "job": None}
     raw = [("job", bodies[0])]
     if locked:
-        raw.append(("token", pack(locks[jobs[0].id])))
+        raw.append(("token", pack(jobs[0].token)))
     return Spliced({"ok": True}, raw)
 
 
@@ -248,18 +226,17 @@ def _pull(sess, cmd: dict, batch: bool):
         return err(msg)
     queue, ttl = args
     locked = bool(cmd.get("owner"))
+    mode = TOKEN_REQUIRED if locked else TOKEN_IGNORED   # no owner: no lock (reference)
     count = int(cmd.get("count") or 1) if batch else 1
     timeout = cmd.get("timeout")
-    e = sess.engine
-    owner = sess.owner
-    owner.ttr_ms = ttl
+    e = sess.port
     name = cmd.get("owner")
-    owner.name = str(name) if name else sess.name
-    jobs = e.reserve_many(owner, queue, count)
+    worker = str(name) if name else sess.name
+    jobs = e.reserve_many(sess.owner, queue, count, mode, ttl, worker)
     if jobs or not timeout:
         return _pull_reply(sess, jobs, locked, batch)
     rid = sess.rid
-    w_owner = sess.wait_owner(ttl, owner.name)
+    w_owner = sess.wait_owner(ttl, worker)
 
     def cancel():
         e.cancel_wait(w_owner)
@@ -270,11 +247,11 @@ def _pull(sess, cmd: dict, batch: bool):
             return
         got = [] if result is TIMED_OUT else [result]
         if got and batch and count > 1:
-            got += e.reserve_many(w_owner, queue, count - 1)
+            got += e.reserve_many(w_owner, queue, count - 1, mode)
         sess.later(rid, _pull_reply(sess, got, locked, batch))
 
-    w = e.reserve(w_owner, [queue], int(timeout), done)
-    if w.__class__ is not Waiter:
+    w = e.reserve(w_owner, [queue], int(timeout), done, mode)
+    if w is not WAITING:
         return _pull_reply(sess, [] if w is TIMED_OUT else [w], locked, batch)
     sess.waits.add(cancel)
     return PENDING

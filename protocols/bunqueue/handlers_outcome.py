@@ -3,13 +3,14 @@
 behaviour: bunqueue-golden.json and docs/bunqueue.md).
 
 ACK, ACKB and FAIL act only on active jobs (`Job not found or not in processing state: <id>`),
-whoever reserved them, when the lock token matches (or the job was pulled without one).
+whoever reserved them, when the lease token allows it (core/leases.py: a lock needs its token;
+a pull without `owner` ignores tokens; another dialect's reservation checks a presented token).
 """
 from __future__ import annotations
 
 import random
 
-from core.model import DELAYED, RESERVED
+from core.api import LEASE_OK, NOT_ACTIVE, TOKEN_MISSING, Failure
 
 from .codec import pack
 from .jobview import DEFAULT_BACKOFF_MS
@@ -19,50 +20,42 @@ MAX_BACKOFF_MS = 3_600_000   # the reference's DEFAULT_MAX_BACKOFF
 
 
 def _now(sess) -> int:
-    return sess.engine.clock.wall_ms()
+    return sess.port.clock.wall_ms()
 
 
 # ------------------------------------------------------------ ack / fail
 def _active(sess, id, token):
-    """The active job `id` whose lock `token` matches; else an error reply dict."""
-    e = sess.engine
+    """The id (int) of active job `id` whose lease `token` allows finishing it (core/leases.py:
+    a lock needs its token; a pull without `owner` has no lock and ignores any token; a job
+    another dialect reserved checks a token that is presented); else an error reply dict."""
+    e = sess.port
     sid = str(id) if id is not None else "undefined"
-    job = e.find_uid(sid) if id.__class__ is str else None
-    if job is None or job.state is not RESERVED:
+    jid = e.find(sid) if id.__class__ is str else None
+    c = NOT_ACTIVE if jid is None else e.check_lease(jid, token)
+    if c == LEASE_OK:
+        return jid
+    if c == NOT_ACTIVE:
         return err(f"Job not found or not in processing state: {sid}")
-    lock = sess.info.locks.get(job.id)
-    if lock is not None:
-        if token is None:
-            return err(f"Lock token required for job {sid}")
-        if token != lock:
-            return err(f"Invalid or expired lock token for job {sid}")
-    return job   # a token for a job pulled without a lock is ignored (reference)
+    if c == TOKEN_MISSING:
+        return err(f"Lock token required for job {sid}")
+    return err(f"Invalid or expired lock token for job {sid}")
 
 
-def _ack(sess, job, result, remove) -> None:
-    e = sess.engine
-    now = _now(sess)
-    sess.info.locks.pop(job.id, None)
-    ext = job.ext
-    if ext is None:
-        ext = job.ext = {}
-    ext["completedAt"] = now
-    ext["progress"] = 100
-    ext["resultFmt"] = 1
-    e.complete(job, b"" if result is None else pack(result), "bunqueue")
+def _ack(sess, jid: int, result, remove) -> None:
+    e = sess.port
+    e.complete(jid, b"" if result is None else pack(result), "bunqueue",
+               {"completedAt": _now(sess), "progress": 100, "resultFmt": 1})
     sess.info.total_completed += 1
-    if remove or ext.get("removeOnComplete"):
-        e.delete(None, job.id, "bunqueue", force=True, event="remove")
-    if sess.info.subscribers:
-        sess.info.publish("completed", job.queue, e.uid_of(job), now, data=result)
+    if remove or (e.job(jid).ext or {}).get("removeOnComplete"):
+        e.remove(jid, "bunqueue", "remove")
 
 
 @command("ACK", mutating=True)
 def ack(sess, cmd: dict):
-    job = _active(sess, cmd.get("id"), cmd.get("token"))
-    if job.__class__ is dict:
-        return job
-    _ack(sess, job, cmd.get("result"), cmd.get("removeOnComplete") is True)
+    jid = _active(sess, cmd.get("id"), cmd.get("token"))
+    if jid.__class__ is dict:
+        return jid
+    _ack(sess, jid, cmd.get("result"), cmd.get("removeOnComplete") is True)
     return ok_empty()
 
 
@@ -77,20 +70,20 @@ def ack_batch(sess, cmd: dict):
         return err("ACKB tokens length must match ids length")
     if results is not None and len(results) != len(ids):
         return err("ACKB results length must match ids length")
-    jobs = []
+    jids = []
     for i, id in enumerate(ids):   # check every job first: all or nothing
-        job = _active(sess, id, tokens[i] if tokens else None)
-        if job.__class__ is dict:
-            return job
-        jobs.append(job)
-    for i, job in enumerate(jobs):
-        _ack(sess, job, results[i] if results else None, False)
+        jid = _active(sess, id, tokens[i] if tokens else None)
+        if jid.__class__ is dict:
+            return jid
+        jids.append(jid)
+    for i, jid in enumerate(jids):
+        _ack(sess, jid, results[i] if results else None, False)
     return ok_empty()
 
 
 def backoff_ms(job, attempts: int) -> int:
-    """The reference's retry delay: base * 2^attempts * jitter(0.5..1.5), at most an hour; a
-    fixed backoff is base * jitter(0.8..1.2)."""
+    """The reference's retry delay for `job` (a core.api.JobView): base * 2^attempts *
+    jitter(0.5..1.5), at most an hour; a fixed backoff is base * jitter(0.8..1.2)."""
     ext = job.ext or {}
     cfg = ext.get("backoffConfig")
     if cfg and cfg.get("type") == "fixed":
@@ -103,64 +96,34 @@ def backoff_ms(job, attempts: int) -> int:
 
 @command("FAIL", mutating=True)
 def fail(sess, cmd: dict):
-    job = _active(sess, cmd.get("id"), cmd.get("token"))
-    if job.__class__ is dict:
-        return job
-    e = sess.engine
-    now = _now(sess)
+    """FAIL: counts an attempt and records the failure (error, stack: core/failures.py); the
+    job waits again after the backoff, or at its last attempt (or `unrecoverable`) goes to the
+    DLQ (removeOnFail: deleted instead)."""
+    jid = _active(sess, cmd.get("id"), cmd.get("token"))
+    if jid.__class__ is dict:
+        return jid
+    e = sess.port
     error = cmd.get("error")
     error = None if error is None else str(error)
-    sess.info.locks.pop(job.id, None)
-    ext = job.ext
-    if ext is None:
-        ext = job.ext = {}
-    stack = cmd.get("stack")
-    if stack.__class__ is list:
-        lines = [s.strip() for s in stack if s.__class__ is str and s.strip()][:10]
-        ext["stacktrace"] = lines or None
-    ext["failedReason"] = error
-    tl = ext.setdefault("timeline", [])
-    if ext.get("startedAt") is not None:
-        tl.append({"state": "active", "timestamp": float(ext["startedAt"])})
-    tl.append({"state": "failed", "timestamp": float(now), "error": error,
-               "attempt": job.fails + 1})
     raw = b"" if error is None else error.encode()
-    if cmd.get("unrecoverable") is True:
-        job.fails += 1
-        e.dead_letter(job, raw, "bunqueue", "fail")
-    else:
-        e.fail(job, raw, "bunqueue", backoff_ms(job, job.fails + 1))
-        if job.result is None:   # retried
-            tl.append({"state": "waiting", "timestamp": float(now), "attempt": job.fails + 1})
-            ext["runAt"] = now + (job.ready_at - e.clock.monotonic_ms()
-                                  if job.state is DELAYED else 0)
-            ext.pop("startedAt", None)
-    del tl[:-18]
-    if job.result is not None:
-        ext.setdefault("dlqReason", "max_attempts_exceeded")
-        ext["dlqAt"] = now
+    failure = Failure(error, cmd.get("stack"))
+    unrecoverable = cmd.get("unrecoverable") is True
+    view = e.job(jid)
+    backoff = 0 if unrecoverable else backoff_ms(view, view.fails + 1)
+    if e.fail(jid, raw, "bunqueue", backoff, failure, unrecoverable) == "dead":
         sess.info.total_failed += 1
-        if ext.get("removeOnFail"):
-            e.delete(None, job.id, "bunqueue", force=True, event="remove")
-    e._mark(job)
-    if sess.info.subscribers:
-        sess.info.publish("failed", job.queue, e.uid_of(job), now, error=error)
+        if (view.ext or {}).get("removeOnFail"):
+            e.remove(jid, "bunqueue", "remove")
     return ok_empty()
 
 
 # ------------------------------------------------------------- lock upkeep
 def _renew(sess, id, token, ttl: int = 0) -> bool:
-    e = sess.engine
-    job = e.find_uid(id) if id.__class__ is str else None
-    if job is None or job.state is not RESERVED:
+    e = sess.port
+    jid = e.find(id) if id.__class__ is str else None
+    if jid is None:
         return False
-    lock = sess.info.locks.get(job.id)
-    if lock is not None and token is not None and token != lock:
-        return False
-    if job.ext is None:
-        job.ext = {}
-    job.ext["lastHeartbeat"] = _now(sess)
-    return e.touch_job(job, ttl)
+    return e.renew(jid, token, ttl, {"lastHeartbeat": _now(sess)})
 
 
 @command("JobHeartbeat")
@@ -188,4 +151,3 @@ def extend_lock(sess, cmd: dict):
     if not _renew(sess, cmd.get("id"), cmd.get("token"), ttl):
         return err("Lock not found or invalid token")
     return ok_empty()
-

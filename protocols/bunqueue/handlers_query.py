@@ -6,29 +6,23 @@ from __future__ import annotations
 
 import os
 import resource
-import time
 
-from core.model import BURIED, COMPLETED, DELAYED, READY, RESERVED, TIMED_OUT
+from core.api import RESERVED, TIMED_OUT, JobView
 
 from .codec import UNDEFINED, js_num, num, splice_map
-from .jobview import bq_priority, job_body, result_body, state_name
+from .jobview import job_body, rank_priority, result_body, state_name
 from .options import number_error, queue_name
 from .registry import PENDING, Spliced, command, err
 
 
-def find(sess, id):
-    """The job a bunqueue id names (any dialect's job), or None."""
+def find(sess, id) -> JobView | None:
+    """A snapshot of the job a bunqueue id names (any dialect's job), or None."""
     if id.__class__ is not str:
         if id.__class__ is int:
             id = str(id)
         else:
             return None
-    return sess.engine.find_uid(id)
-
-
-def _jobs_of(sess, queue: str):
-    """Every live job of `queue`, in id order."""
-    return sorted((j for j in sess.engine.jobs.values() if j.queue == queue), key=lambda j: j.id)
+    return sess.port.lookup(id)
 
 
 def _array(items: list) -> bytes:
@@ -39,7 +33,7 @@ def _array(items: list) -> bytes:
 
 
 def job_list(sess, jobs) -> Spliced:
-    return Spliced({"ok": True}, [("jobs", _array([job_body(sess.engine, j) for j in jobs]))])
+    return Spliced({"ok": True}, [("jobs", _array([job_body(j) for j in jobs]))])
 
 
 @command("GetJob")
@@ -47,7 +41,7 @@ def get_job(sess, cmd: dict):
     job = find(sess, cmd.get("id"))
     if job is None:
         return err("Job not found")
-    return Spliced({"ok": True}, [("job", job_body(sess.engine, job, full=True))])
+    return Spliced({"ok": True}, [("job", job_body(job, full=True))])
 
 
 @command("GetJobByCustomId")
@@ -55,15 +49,14 @@ def get_job_by_custom_id(sess, cmd: dict):
     job = find(sess, cmd.get("customId"))
     if job is None:
         return err("Job not found")
-    return Spliced({"ok": True}, [("job", job_body(sess.engine, job, outcome=True))])
+    return Spliced({"ok": True}, [("job", job_body(job, outcome=True))])
 
 
 @command("GetState")
 def get_state(sess, cmd: dict):
     id = cmd.get("id")
     job = find(sess, id)
-    return {"ok": True, "id": id, "state": "unknown" if job is None
-            else state_name(sess.engine, job)}
+    return {"ok": True, "id": id, "state": "unknown" if job is None else state_name(job)}
 
 
 @command("GetResult")
@@ -80,7 +73,7 @@ def not_active(sess, job) -> str | None:
     if job is None:
         return "Job not found"
     if job.state is not RESERVED:
-        return f"Job is not active (current state: {state_name(sess.engine, job)})"
+        return f"Job is not active (current state: {state_name(job)})"
     return None
 
 
@@ -105,7 +98,7 @@ def wait_job(sess, cmd: dict):
     if msg:
         return err(msg)
     timeout = 30000 if t is None else int(t)
-    e = sess.engine
+    e = sess.port
     rid = sess.rid
 
     def reply(j):
@@ -117,8 +110,8 @@ def wait_job(sess, cmd: dict):
         sess.waits.discard(cancel)
         sess.later(rid, reply(j))
 
-    r = e.wait_result(job, timeout, done)
-    if r is job or r is TIMED_OUT:
+    r = e.wait_result(job.id, timeout, done)
+    if r.__class__ is JobView or r is TIMED_OUT:
         return reply(r)
 
     def cancel():
@@ -129,24 +122,23 @@ def wait_job(sess, cmd: dict):
 
 def counts(sess, queue: str) -> dict:
     """GetJobCounts for `queue` (reference keys and order)."""
-    e = sess.engine
+    e = sess.port
     c = {"waiting": 0, "prioritized": 0, "delayed": 0, "active": 0, "completed": 0,
          "failed": 0, "waiting-children": 0, "paused": 0}
-    q = e.queues.get(queue)
+    q = e.queue(queue)
     if q is None:
         return c
-    prio = sum(1 for x in q.ready if x[3].hver == x[2] and x[3].priority < 0)
-    if e.paused(q, e.clock.monotonic_ms()):
-        c["paused"] = q.n_ready
+    if q.paused:
+        c["paused"] = q.ready
     else:
-        c["waiting"] = q.n_ready - prio
+        prio = sum(n for rank, n in e.priority_counts(queue, delayed=False).items() if rank < 0)
+        c["waiting"] = q.ready - prio
         c["prioritized"] = prio
-    blocked = sum(1 for x in q.delayed if x[3].hver == x[2] and e.blocked(x[3]))
-    c["delayed"] = q.n_delayed - blocked
-    c["waiting-children"] = blocked
-    c["active"] = q.n_reserved
-    c["completed"] = q.n_done
-    c["failed"] = len(q.buried)
+    c["delayed"] = q.delayed - q.blocked
+    c["waiting-children"] = q.blocked
+    c["active"] = q.reserved
+    c["completed"] = q.completed
+    c["failed"] = q.buried
     return c
 
 
@@ -159,26 +151,20 @@ def get_job_counts(sess, cmd: dict):
 def count(sess, cmd: dict):
     """The queue's size as the reference counts it: waiting + prioritized + delayed jobs (the
     spec's text says "all states"; the client's count() means jobs still to run)."""
-    q = sess.engine.queues.get(queue_name(cmd.get("queue")))
-    n = 0 if q is None else q.n_ready + q.n_delayed
+    q = sess.port.queue(queue_name(cmd.get("queue")))
+    n = 0 if q is None else q.ready + q.delayed
     return {"ok": True, "count": n}
 
 
 @command("GetCountsPerPriority")
 def get_counts_per_priority(sess, cmd: dict):
     queue = queue_name(cmd.get("queue"))
-    q = sess.engine.queues.get(queue)
     out: dict = {}
-    if q is not None:   # waiting and delayed jobs, keyed by the priority as a string
-        for x in q.ready + q.delayed:
-            if x[3].hver == x[2] and not sess.engine.blocked(x[3]):
-                p = str(bq_priority(x[3]))
-                out[p] = out.get(p, 0) + 1
+    # waiting and delayed jobs, keyed by the bunqueue priority as a string
+    for rank, n in sess.port.priority_counts(queue).items():
+        p = str(rank_priority(rank))
+        out[p] = out.get(p, 0) + n
     return {"ok": True, "queue": queue, "counts": out}
-
-
-_STATES = {"waiting": (READY,), "prioritized": (READY,), "delayed": (DELAYED,),
-           "active": (RESERVED,), "completed": (COMPLETED,), "failed": (BURIED,)}
 
 
 @command("GetJobs")
@@ -189,10 +175,9 @@ def get_jobs(sess, cmd: dict):
     offset = cmd.get("offset")
     limit = int(limit) if limit.__class__ in (int, float) and limit >= 0 else 100
     offset = int(offset) if offset.__class__ in (int, float) and offset >= 0 else 0
-    e = sess.engine
-    jobs = _jobs_of(sess, queue)
+    jobs = sess.port.jobs(queue)
     if state is not None:
-        jobs = [j for j in jobs if state_name(e, j) == state]
+        jobs = [j for j in jobs if state_name(j) == state]
     return job_list(sess, jobs[offset:offset + limit])
 
 
@@ -232,12 +217,11 @@ def _dlq_entry(sess, job) -> dict:
 def dlq(sess, cmd: dict):
     """DLQ jobs of the queue: `jobs` and the reference's `entries` ({job, enteredAt, reason,
     error, attempts, retryCount, ...}) that the client's getDlq() reads."""
-    q = sess.engine.queues.get(queue_name(cmd.get("queue")))
-    jobs = [] if q is None else list(q.buried.values())
+    jobs = sess.port.dead_letters(queue_name(cmd.get("queue")))
     n = cmd.get("count")
     if n.__class__ in (int, float) and n >= 0:
         jobs = jobs[:int(n)]
-    bodies = [job_body(sess.engine, j) for j in jobs]
+    bodies = [job_body(j) for j in jobs]
     entries = []
     for j, b in zip(jobs, bodies):
         entries.append(splice_map({}, [("job", b)], _dlq_entry(sess, j)))
@@ -246,18 +230,18 @@ def dlq(sess, cmd: dict):
 
 @command("GetDlqStats")
 def get_dlq_stats(sess, cmd: dict):
-    e = sess.engine
+    e = sess.port
     name = cmd.get("queue")
-    qs = [e.queues[queue_name(name)]] if name is not None and queue_name(name) in e.queues \
-        else ([] if name is not None else list(e.queues.values()))
+    qs = [queue_name(name)] if name is not None and e.queue(queue_name(name)) is not None \
+        else ([] if name is not None else e.queue_names())
     by_reason = dict.fromkeys(("explicit_fail", "max_attempts_exceeded", "timeout", "stalled",
                                "ttl_expired", "worker_lost", "unknown"), 0)
     by_queue: dict = {}
     times = []
     for q in qs:
-        for j in q.buried.values():
+        for j in e.dead_letters(q):
             by_reason[_dlq_reason(j)] = by_reason.get(_dlq_reason(j), 0) + 1
-            by_queue[q.name] = by_queue.get(q.name, 0) + 1
+            by_queue[q] = by_queue.get(q, 0) + 1
             times.append(_dlq_entry(sess, j)["enteredAt"])
     return {"ok": True, "data": {"stats": {
         "total": len(times), "byReason": by_reason, "byQueue": by_queue, "pendingRetry": 0,
@@ -267,16 +251,14 @@ def get_dlq_stats(sess, cmd: dict):
 
 @command("ListQueues")
 def list_queues(sess, cmd: dict):
-    e = sess.engine
-    return {"ok": True, "queues": [n for n in e.queue_order
-                                   if not (n in e.pinned and e.queues[n].is_empty())]}
+    return {"ok": True, "queues": [q.name for q in sess.port.queue_views()
+                                   if not (q.pinned and q.is_empty())]}
 
 
 @command("IsPaused")
 def is_paused(sess, cmd: dict):
-    e = sess.engine
-    q = e.queues.get(queue_name(cmd.get("queue")))
-    return {"ok": True, "paused": q is not None and e.paused(q, e.clock.monotonic_ms())}
+    q = sess.port.queue(queue_name(cmd.get("queue")))
+    return {"ok": True, "paused": q is not None and q.paused}
 
 
 @command("GetLogs")
@@ -291,29 +273,24 @@ def get_logs(sess, cmd: dict):
 # -------------------------------------------------------------- monitoring
 @command("Ping")
 def ping(sess, cmd: dict):
-    return {"ok": True, "data": {"pong": True, "time": float(sess.engine.clock.wall_ms())}}
+    return {"ok": True, "data": {"pong": True, "time": float(sess.port.clock.wall_ms())}}
 
 
 def _totals(sess) -> dict:
-    e = sess.engine
-    t = {"waiting": 0, "active": e.n_reserved, "delayed": 0, "dlq": 0, "completed": 0}
-    for q in e.queues.values():
-        t["waiting"] += q.n_ready
-        t["delayed"] += q.n_delayed
-        t["dlq"] += len(q.buried)
-        t["completed"] += q.n_done
-    return t
+    st = sess.port.stats()
+    return {"waiting": st.ready, "active": st.reserved, "delayed": st.delayed,
+            "dlq": st.buried, "completed": st.completed}
 
 
 @command("Stats")
 def stats(sess, cmd: dict):
     info = sess.info
     t = _totals(sess)
-    uptime_ms = int((time.monotonic() - info.started) * 1000)
+    uptime_ms = sess.port.clock.monotonic_ms() - info.started
     secs = max(uptime_ms / 1000, 1e-3)
     return {"ok": True, "stats": {
         "waiting": t["waiting"], "active": t["active"], "delayed": t["delayed"],
-        "dlq": t["dlq"], "completed": t["completed"], "failed": info.total_failed,
+        "dlq": t["dlq"], "completed": t["completed"], "failed": info.failed_total(),
         "uptime": num(uptime_ms), "pushPerSec": js_num(round(info.total_pushed / secs, 2)),
         "pullPerSec": js_num(round(info.total_pulled / secs, 2))}}
 
@@ -331,7 +308,7 @@ def metrics(sess, cmd: dict):
         size = os.path.getsize(path) / (1024 * 1024)
     return {"ok": True, "metrics": {
         "totalPushed": num(info.total_pushed), "totalPulled": num(info.total_pulled),
-        "totalCompleted": num(info.total_completed), "totalFailed": num(info.total_failed),
+        "totalCompleted": num(info.total_completed), "totalFailed": num(info.failed_total()),
         "avgLatencyMs": 0, "avgProcessingMs": 0, "memoryUsageMb": js_num(_rss_mb()),
         "sqliteSizeMb": js_num(size), "activeConnections": info.connections}}
 
@@ -350,7 +327,7 @@ def prometheus(sess, cmd: dict):
             ("bunqueue_jobs_pushed_total", "Jobs pushed", info.total_pushed),
             ("bunqueue_jobs_pulled_total", "Jobs pulled", info.total_pulled),
             ("bunqueue_jobs_completed_total", "Jobs acknowledged", info.total_completed),
-            ("bunqueue_jobs_failed_total", "Jobs failed for good", info.total_failed)):
+            ("bunqueue_jobs_failed_total", "Jobs failed for good", info.failed_total())):
         kind = "counter" if name.endswith("_total") else "gauge"
         lines += [f"# HELP {name} {help_}", f"# TYPE {name} {kind}", f"{name} {value}"]
     return {"ok": True, "data": {"metrics": "\n".join(lines) + "\n"}}

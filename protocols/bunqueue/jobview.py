@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 
-from core.model import BURIED, COMPLETED, DELAYED, READY, RESERVED, Job
+from core.api import BURIED, COMPLETED, DELAYED, READY, RESERVED
 
 from .codec import UNDEFINED, map_header, map_body, num, pack, pack_value
 
@@ -50,9 +50,10 @@ def new_id(now_ms: int | None = None) -> str:
     return "%s%03x-%04x-%012x" % (_head, _seq, 0x8000 | (r >> 48), r & 0xFFFFFFFFFFFF)
 
 
-def bq_priority(job: Job) -> int:
-    """The bunqueue priority of a job (higher first): -rank, clamped for other dialects."""
-    p = -job.priority
+def rank_priority(rank: int) -> int:
+    """The bunqueue priority of canonical rank `rank` (higher first): -rank, clamped to
+    +-PRIORITY_MAX for jobs of other dialects."""
+    p = -rank
     if p > PRIORITY_MAX:
         return PRIORITY_MAX
     if p < -PRIORITY_MAX:
@@ -60,15 +61,20 @@ def bq_priority(job: Job) -> int:
     return p
 
 
-def state_name(engine, job: Job) -> str:
-    """GetState's name for `job` (see the module docstring)."""
+def bq_priority(job) -> int:
+    """The bunqueue priority of a job (a core.api.JobView)."""
+    return rank_priority(job.priority)
+
+
+def state_name(job) -> str:
+    """GetState's name for `job` (a core.api.JobView; see the module docstring)."""
     s = job.state
     if s is READY:
         return "prioritized" if job.priority < 0 else "waiting"
     if s is RESERVED:
         return "active"
     if s is DELAYED:
-        return "waiting-children" if engine.blocked(job) else "delayed"
+        return "waiting-children" if job.blocked else "delayed"
     if s is COMPLETED:
         return "completed"
     if s is BURIED:
@@ -76,20 +82,21 @@ def state_name(engine, job: Job) -> str:
     return "unknown"
 
 
-def run_at(engine, job: Job) -> int:
-    """Wall ms at which the job is (or was) due: the time a retry or MoveToDelayed set, else
-    created + delay (exact: no wall/monotonic clock drift), else from its delayed deadline."""
+def run_at(job) -> int:
+    """Wall ms at which the job (a JobView) is (or was) due: the time a retry or MoveToDelayed
+    set, else created + delay (exact: no wall/monotonic clock drift), else from its delayed
+    deadline."""
     ext = job.ext
     if ext is not None and "runAt" in ext:
         return ext["runAt"]
-    if job.state is DELAYED and not engine.blocked(job) and (job.releases or job.timeouts
-                                                            or job.kicks or job.fails):
+    if job.state is DELAYED and not job.blocked and (job.releases or job.timeouts
+                                                     or job.kicks or job.fails):
         # delayed again since it was created (a beanstalk release, ...): from its deadline
-        return engine.clock.wall_ms() + (job.ready_at - engine.clock.monotonic_ms())
+        return job.due_ms
     return job.created_ms + job.delay_ms
 
 
-def _timeline(engine, job: Job, ext: dict, created: float) -> list:
+def _timeline(job, ext, created: float) -> list:
     first = "delayed" if job.delay_ms else ("prioritized" if job.priority < 0 else "waiting")
     tl = [{"state": first, "timestamp": created}]
     tl.extend(ext.get("timeline", ()))
@@ -145,8 +152,9 @@ _FIXED_DEFAULT = map_body(_options({})) + map_body(_CONSTANT)
 _FIXED_CONSTANT = map_body(_CONSTANT)
 
 
-def job_body(engine, job: Job, full: bool = False, outcome: bool = False) -> bytes:
-    """The packed Job object of `job` (47 fields; `outcome`: plus returnvalue and failedReason,
+def job_body(job, full: bool = False, outcome: bool = False) -> bytes:
+    """The packed Job object of `job`, a core.api.JobView (47 fields; `outcome`: plus
+    returnvalue and failedReason,
     as GetJobByCustomId sends; `full`: plus state too, as GetJob sends). The payload is spliced
     in as stored, not re-encoded; fields that do not vary are spliced in pre-packed (key order
     within a Job is not significant to clients; docs/bunqueue.md)."""
@@ -157,7 +165,7 @@ def job_body(engine, job: Job, full: bool = False, outcome: bool = False) -> byt
     ttl = job.ttl_ms
     tail = {
         "createdAt": created,
-        "runAt": float(run_at(engine, job)),
+        "runAt": float(run_at(job)),
         "startedAt": None if started is None else float(started),
         "completedAt": None if done is None else float(done),
         "attempts": job.fails,
@@ -167,11 +175,11 @@ def job_body(engine, job: Job, full: bool = False, outcome: bool = False) -> byt
         "priority": bq_priority(job),
         "maxAttempts": job.max_fails if job.dialect == "bunqueue" else max(job.max_fails, 1),
         "ttl": num(ttl) if ttl else None,
-        "timeline": _timeline(engine, job, ext, created),
+        "timeline": _timeline(job, ext, created),
     }
     if full or outcome:
         if full:
-            tail["state"] = state_name(engine, job)
+            tail["state"] = state_name(job)
         tail["returnvalue"] = UNDEFINED
         tail["failedReason"] = UNDEFINED
         if job.result is not None and job.result_ok:
@@ -181,7 +189,7 @@ def job_body(engine, job: Job, full: bool = False, outcome: bool = False) -> byt
         elif job.result and not job.result_ok:   # a failure text from another dialect
             tail["failedReason"] = job.result.decode("utf-8", "replace")
     n = 4 + len(tail) + _N_FIXED
-    parts = [map_header(n), b"\xa2id", pack(engine.uid_of(job)), b"\xa5queue", pack(job.queue),
+    parts = [map_header(n), b"\xa2id", pack(job.uid), b"\xa5queue", pack(job.queue),
              b"\xa4name", pack(ext.get("name", "default")), b"\xa4data",
              pack_value(job.payload, job.fmt)]
     if tail.get("returnvalue") is result_value_marker:
@@ -206,7 +214,7 @@ class _Marker:
 result_value_marker = _Marker()
 
 
-def result_body(job: Job) -> bytes:
+def result_body(job) -> bytes:
     """The packed result of a finished job: its ACK value (stored as MessagePack) or, for a
     result from another dialect, its bytes as str/bin; nil when there is none."""
     if job.result is None:

@@ -3,30 +3,51 @@
 
 Per connection: authentication state (`Auth` with a configured token; before it every other
 command gets `Not authenticated`), the negotiated protocol version (`Hello`: 1-3), an optional
-rate limit (token bucket, `Rate limit exceeded`), the reservations it holds (an Owner; closing
-the connection returns them to waiting without counting an attempt), its waiting commands
-(PULL with a timeout, WaitJob) and its event subscription.
+rate limit (token bucket on the port's clock, `Rate limit exceeded`), the reservations it holds
+(owners; closing the connection returns them to waiting without counting an attempt), its
+waiting commands (PULL with a timeout, WaitJob) and its event subscription (a subscription to
+the engine's event feed, core/events.py).
 
 `handle(body)` returns the framed reply, or None when the command answers later through
 `deliver(frame_bytes, need_commit)`. After a mutating command `need_commit` is True: the reply
-must wait for the group commit (durability: commit).
+must wait for the group commit (durability: commit). The engine is reached through its port
+only (core/api.py); protocols/bunqueue/connection.py runs a Session over the connection
+contract.
 """
 from __future__ import annotations
 
 import logging
-import time
-
-from core.model import Owner
 
 from . import (handlers_control, handlers_core, handlers_outcome,  # noqa: F401 (registration)
                handlers_query)
-from .codec import UNDEFINED, decode_command, frame, pack, splice_map
+from .codec import UNDEFINED, decode_command, frame, pack, splice_map, unpack_value
 from .info import CAPABILITIES, PROTOCOL_VERSIONS, SPEAKS_VERSION, BunqueueInfo
 from .registry import HANDLERS, MUTATING, PENDING, Spliced, command, err, ok_empty
 
 log = logging.getLogger("jobgate.bunqueue")
 
 _NOT_AUTH = "Not authenticated"
+
+
+#: Canonical event kinds (core/events.py) as bunqueue event types; others are not sent.
+EVENT_TYPES = {"put": "pushed", "add": "pushed", "schedule": "pushed", "run": "pushed",
+               "push": "pushed", "reserve": "pulled", "complete": "completed",
+               "fail": "failed"}
+
+
+def event_frame(ev) -> bytes | None:
+    """The bunqueue frame of a canonical event (core.api.Event), or None when bunqueue has no
+    event for it: {type: "event", event: {eventType, queue, jobId, timestamp[, data | error]}}
+    (completed carries the result as `data`, failed the failure's text as `error`)."""
+    t = EVENT_TYPES.get(ev.kind)
+    if t is None:
+        return None
+    e = {"eventType": t, "queue": ev.queue, "jobId": ev.uid, "timestamp": float(ev.at_ms)}
+    if t == "completed":
+        e["data"] = None if ev.result is None else unpack_value(ev.result, ev.result_fmt)
+    elif t == "failed":
+        e["error"] = ev.error
+    return frame(pack({"type": "event", "event": e}))
 
 
 def encode(reply, rid) -> bytes:
@@ -43,22 +64,25 @@ class Session:
     `deliver(data: bytes, need_commit: bool)` sends a late reply or an event frame.
     """
 
-    def __init__(self, info: BunqueueInfo, deliver) -> None:
+    def __init__(self, info: BunqueueInfo, deliver, defer=None) -> None:
         self.info = info
-        self.engine = info.engine
+        self.port = info.port
         self.deliver = deliver
+        self.defer = defer
         self.authed = not info.auth_tokens
         self.version = 1
-        self.owner = Owner("bunqueue", margin=False)
+        self.owner = self.port.new_owner("bunqueue", margin=False)
         self.name = self.owner.name   # this connection in the history (`bunqueue#<n>`)
-        self.owners: list[Owner] = []       # owners of waiting pulls (one waiter each)
+        self.owners: list = []              # owners of waiting pulls (one waiter each)
         self.waits: set = set()             # cancel functions of pending waits
         self.need_commit = False
         self.subscribed: set | None = None  # None: not subscribed; empty set: every queue
+        self.subscription = None            # the feed subscription while subscribed
+        self.write_paused = False
         self.rid = UNDEFINED
         self.closed = False
         self._tokens = float(info.rate_limit)
-        self._refill = time.monotonic()
+        self._refill = self.port.clock.monotonic_ms()
         info.connections += 1
 
     # ----------------------------------------------------------------- input
@@ -95,9 +119,9 @@ class Session:
         return encode(r, rid)
 
     def _take_token(self) -> bool:
-        now = time.monotonic()
+        now = self.port.clock.monotonic_ms()
         rate = self.info.rate_limit
-        self._tokens = min(rate, self._tokens + (now - self._refill) * rate)
+        self._tokens = min(rate, self._tokens + (now - self._refill) * rate / 1000)
         self._refill = now
         if self._tokens >= 1:
             self._tokens -= 1
@@ -110,17 +134,40 @@ class Session:
         if not self.closed:
             self.deliver(encode(reply, rid), need_commit)
 
-    def event(self, event_type: str, queue: str, job_id: str, now_ms: int,
-              extra: dict | None = None) -> None:
-        """An unsolicited event frame, when this connection subscribed to `queue`."""
-        subs = self.subscribed
-        if subs is None or (subs and queue not in subs) or self.closed:
+    # ---------------------------------------------------------------- events
+    def subscribe(self, queues) -> None:
+        """Receive the events of `queues` (a set; empty: every queue) from now on."""
+        self.subscribed = set(queues)
+        if self.subscription is None:
+            self.subscription = self.port.subscribe(notify=self._events_ready)
+            self.info.subscribers.add(self)
+        self.subscription.set_queues(self.subscribed or None)
+
+    def unsubscribe(self) -> None:
+        """Stop receiving events (those not yet sent are dropped)."""
+        self.subscribed = None
+        if self.subscription is not None:
+            self.subscription.close()
+            self.subscription = None
+        self.info.subscribers.discard(self)
+
+    def _events_ready(self) -> None:
+        # called inside an engine operation: send from outside it
+        if self.defer is not None:
+            self.defer(self.send_events)
+        else:
+            self.send_events()
+
+    def send_events(self) -> None:
+        """Send the buffered events as frames, unless the peer is not reading (then they wait,
+        and the oldest go when the subscription's buffer is full)."""
+        sub = self.subscription
+        if sub is None or self.closed or self.write_paused:
             return
-        ev = {"eventType": event_type, "queue": queue, "jobId": job_id,
-              "timestamp": float(now_ms)}
-        if extra:
-            ev.update(extra)
-        self.deliver(frame(pack({"type": "event", "event": ev})), False)
+        for ev in sub.take():
+            f = event_frame(ev)
+            if f is not None:
+                self.deliver(f, False)
 
     # ----------------------------------------------------------------- close
     def close(self) -> None:
@@ -129,23 +176,22 @@ class Session:
             return
         self.closed = True
         self.info.connections -= 1
-        self.info.subscribers.discard(self)
-        e = self.engine
+        self.unsubscribe()
+        e = self.port
         for cancel in list(self.waits):
             cancel()
         self.waits.clear()
         for o in [self.owner] + self.owners:
-            for job in list(o.reserved.values()):
-                self.info.locks.pop(job.id, None)
             e.release_owner(o)
         self.owners.clear()
 
-    def wait_owner(self, ttr_ms: int, name: str) -> Owner:
-        """A fresh Owner for a pull that waits (the engine keeps one waiter per owner);
+    def wait_owner(self, ttr_ms: int, name: str):
+        """A fresh owner for a pull that waits (the engine keeps one waiter per owner);
         `name`: the worker recorded in the history."""
+        e = self.port
         if len(self.owners) > 64:
-            self.owners = [o for o in self.owners if o.reserved or o.waiter is not None]
-        o = Owner("bunqueue", margin=False, ttr_ms=ttr_ms, name=name)
+            self.owners = [o for o in self.owners if not e.owner_idle(o)]
+        o = e.new_owner("bunqueue", margin=False, ttr_ms=ttr_ms, name=name)
         self.owners.append(o)
         return o
 

@@ -11,7 +11,7 @@ it sends (the reference says 2); a payload containing CR or LF is left out of in
 """
 from __future__ import annotations
 
-from core.model import BURIED, COMPLETED, DELAYED, RESERVED, Job
+from core.api import BURIED, COMPLETED, DELAYED, RESERVED
 
 from .values import format_time
 
@@ -37,7 +37,7 @@ def to_priority(rank: int) -> int:
     return INT32_MIN if p < INT32_MIN else INT32_MAX if p > INT32_MAX else p
 
 
-def state_code(job: Job) -> int:
+def state_code(job) -> int:
     """The workq state of a canonical job: ready or delayed -> 0 new (never leased) or
     3 pending (leased before); reserved -> 4 leased; completed -> 1; buried (failed, or buried
     through beanstalk) -> 2 failed."""
@@ -51,8 +51,9 @@ def state_code(job: Job) -> int:
     return PENDING if job.reserves else NEW
 
 
-def job_entry(uid: str, job: Job, wall_now: int, mono_now: int) -> bytes:
-    """One job of an inspect reply: `<id> <key-count>` and its key lines."""
+def job_entry(job) -> bytes:
+    """One job of an inspect reply (a core.api.JobView): `<id> <key-count>` and its key
+    lines."""
     p = job.payload
     keys = [
         b"name " + job.queue.encode(),
@@ -74,8 +75,8 @@ def job_entry(uid: str, job: Job, wall_now: int, mono_now: int) -> bytes:
     if job.sched_ms:
         keys.append(b"time " + format_time(job.sched_ms).encode())
     elif job.state is DELAYED:   # delayed through another dialect: when it becomes ready
-        keys.append(b"time " + format_time(wall_now + job.ready_at - mono_now).encode())
-    head = b"%s %d\r\n" % (uid.encode(), len(keys))
+        keys.append(b"time " + format_time(job.due_ms).encode())
+    head = b"%s %d\r\n" % (job.uid.encode(), len(keys))
     return head + b"\r\n".join(keys) + b"\r\n"
 
 
@@ -89,14 +90,14 @@ def queue_entry(name: str, ready: int, scheduled: int) -> bytes:
     return b"%s 2\r\nready-len %d\r\nscheduled-len %d\r\n" % (name.encode(), ready, scheduled)
 
 
-def lease_reply(uid: str, job: Job) -> bytes:
+def lease_reply(uid: str, job) -> bytes:
     """`+OK 1`, `<id> <name> <ttr> <payload-size>`, payload."""
     p = job.payload
     return b"+OK 1\r\n%s %s %d %d\r\n%s\r\n" % (uid.encode(), job.queue.encode(), job.ttr_ms,
                                                 len(p), p)
 
 
-def result_reply(uid: str, job: Job) -> bytes:
+def result_reply(uid: str, job) -> bytes:
     """`+OK 1`, `<id> <success> <result-size>`, result (result and run)."""
     r = job.result
     return b"+OK 1\r\n%s %d %d\r\n%s\r\n" % (uid.encode(), 1 if job.result_ok else 0, len(r), r)

@@ -10,13 +10,16 @@ time), then duplicates (../shared/reference/workq-golden.txt).
 workq leases are not owned by the connection: complete, fail and delete work from any
 connection, and a connection that closes leaves its leases to their TTR (workq-protocol.txt,
 "lease"). Reservations are committed before the lease is answered, so attempts survive a crash.
+`connect(info, transport)` is the push-style session of the connection contract
+(protocols/contract.py). The engine is reached through its port only (core/api.py).
 """
 from __future__ import annotations
 
-from core.model import TIMED_OUT, Job, Owner
+from core.api import TIMED_OUT, WAITING, JobView, Port
 
+from ..sequential import Sequential
 from . import replies as R
-from .parser import ARGS, CLOSE, UNKNOWN, Reply, client_error
+from .parser import ARGS, CLOSE, UNKNOWN, Parser, Reply, client_error
 from .values import (MAX_LIMIT, MAX_TIMEOUT, MAX_TTL, MAX_TTR, parse_id, parse_int, parse_time,
                      parse_uint, queue_name, valid_name)
 
@@ -37,11 +40,12 @@ INVALID_PRIORITY = client_error(b"Invalid Priority")
 
 
 class WorkqInfo:
-    """Server-wide workq state: the engine, start time (wall ms), connected clients."""
+    """Server-wide workq state: the port (core.api.Port; an engine is wrapped with Port.of),
+    start time (wall ms), connected clients."""
 
     def __init__(self, engine, started_ms: int | None = None) -> None:
-        self.engine = engine
-        self.started_ms = engine.clock.wall_ms() if started_ms is None else started_ms
+        self.port = Port.of(engine)
+        self.started_ms = self.port.clock.wall_ms() if started_ms is None else started_ms
         self.connections = 0
 
 
@@ -56,8 +60,8 @@ class Session:
 
     def __init__(self, info: WorkqInfo) -> None:
         self.info = info
-        self.engine = info.engine
-        self.owner = Owner("workq", margin=False, durable=True)
+        self.port = info.port
+        self.owner = self.port.new_owner("workq", margin=False, durable=True)
         self.on_wake = None
         self.need_commit = False
         self._waiter = None     # a ResultWaiter while result / run waits
@@ -94,9 +98,9 @@ class Session:
             return None
         w, self._waiter = self._waiter, None
         if w is not None:
-            self.engine.cancel_result_wait(w)
+            self.port.cancel_result_wait(w)
         else:
-            self.engine.cancel_wait(self.owner)
+            self.port.cancel_wait(self.owner)
         return R.TIMEOUT
 
     def close(self) -> None:
@@ -163,7 +167,7 @@ class Session:
             return q
         if ttl == 0 or ttl > MAX_TTL:
             return INVALID_TTL
-        e = self.engine
+        e = self.port
         now = e.clock.wall_ms()
         start = sched if scheduled else now
         if start + ttl < now:
@@ -171,7 +175,7 @@ class Session:
         uid = u[0]
         if e.uid_taken(uid):
             return DUPLICATE_JOB
-        e.queue(q).keep = True
+        e.keep(q)
         e.put(q, c.payload, R.to_rank(vals.get(b"priority", 0)), max(0, start - now), ttr,
               "workq", uid, ttl_ms=ttl, expire_ms=max(1, start + ttl - now),
               max_attempts=vals.get(b"max-attempts", 0), max_fails=vals.get(b"max-fails", 0),
@@ -200,10 +204,10 @@ class Session:
         if q.__class__ is bytes:
             return q
         uid = u[0]
-        e = self.engine
+        e = self.port
         if e.uid_taken(uid):
             return DUPLICATE_JOB
-        e.queue(q).keep = True
+        e.keep(q)
         self._waiter = e.run(q, c.payload, R.to_rank(vals.get(b"priority", 0)), ttr, wait, uid,
                              "workq", self._run_done)
         self.need_commit = True
@@ -213,7 +217,7 @@ class Session:
         if outcome is TIMED_OUT:
             self._wake(R.TIMEOUT)
         else:
-            self._wake(R.result_reply(self.engine.uid_of(outcome), outcome))
+            self._wake(R.result_reply(outcome.uid, outcome))
 
     def _lease(self, c):
         if c.flags:
@@ -228,51 +232,51 @@ class Session:
                 return INVALID_NAME
             if q not in qs:
                 qs.append(q)
-        e = self.engine
+        e = self.port
         for q in qs:
-            e.queue(q).keep = True
+            e.keep(q)
         r = e.reserve(self.owner, qs, wait, self._lease_done)
         if r is TIMED_OUT:
             return R.TIMEOUT
-        if r.__class__ is Job:
-            self.need_commit = True
-            return R.lease_reply(e.uid_of(r), r)
-        return WAIT
+        if r is WAITING:
+            return WAIT
+        self.need_commit = True
+        return R.lease_reply(r.any_uid(), r)
 
     def _lease_done(self, outcome) -> None:
         if outcome is TIMED_OUT:
             self._wake(R.TIMEOUT)
         else:
             self.need_commit = True
-            self._wake(R.lease_reply(self.engine.uid_of(outcome), outcome))
+            self._wake(R.lease_reply(outcome.any_uid(), outcome))
 
     def _lookup(self, arg: bytes, check_v4: bool = True):
-        """The job whose id is `arg`: Job, or an error reply (Invalid ID / -NOT-FOUND)."""
+        """The id (int) of the job `arg` names, or an error reply (Invalid ID / -NOT-FOUND)."""
         u = parse_id(arg)
         if u is None:
             return INVALID_ID
-        job = self.engine.find_uid(u[0])
+        id = self.port.find(u[0])
         if check_v4 and not u[1]:
             # workq ids are UUIDv4; another dialect's job (a bunqueue UUIDv7) is still found
-            return job if job is not None else INVALID_ID
-        return R.NOT_FOUND if job is None else job
+            return id if id is not None else INVALID_ID
+        return R.NOT_FOUND if id is None else id
 
     def _finish(self, c, op):
         if c.flags:
             return ARGS
-        job = self._lookup(c.args[0])
-        if job.__class__ is bytes:
-            return job
-        if not op(job, c.payload, "workq"):
+        id = self._lookup(c.args[0])
+        if id.__class__ is bytes:
+            return id
+        if not op(id, c.payload, "workq"):
             return DUPLICATE_RESULT
         self.need_commit = True
         return R.OK
 
     def _complete(self, c):
-        return self._finish(c, self.engine.complete)
+        return self._finish(c, self.port.complete)
 
     def _fail(self, c):
-        return self._finish(c, self.engine.fail)
+        return self._finish(c, self.port.fail)
 
     def _delete(self, c):
         if c.flags:
@@ -280,13 +284,13 @@ class Session:
         u = parse_id(c.args[0])
         if u is None:
             return INVALID_ID
-        e = self.engine
-        job = e.find_uid(u[0])
-        if not u[1] and job is None:   # the reference ignores this error: +OK, nothing deleted
+        e = self.port
+        id = e.find(u[0])
+        if not u[1] and id is None:   # the reference ignores this error: +OK, nothing deleted
             return R.OK
-        if job is None:
+        if id is None:
             return R.NOT_FOUND
-        e.delete(None, job.id, "workq", force=True)
+        e.remove(id, "workq")
         self.need_commit = True
         return R.OK
 
@@ -294,20 +298,20 @@ class Session:
         if c.flags:
             return ARGS
         u = parse_id(c.args[0])
-        if u is None or not (u[1] or self.engine.find_uid(u[0]) is not None):
+        e = self.port
+        if u is None or not (u[1] or e.find(u[0]) is not None):
             return INVALID_ID
         wait = _timeout(c.args[1])
         if wait is None:
             return INVALID_TIMEOUT
-        e = self.engine
-        job = e.find_uid(u[0])
-        if job is None:
+        id = e.find(u[0])
+        if id is None:
             return R.NOT_FOUND
-        r = e.wait_result(job, wait, self._result_done)
+        r = e.wait_result(id, wait, self._result_done)
         if r is TIMED_OUT:
             return R.TIMEOUT
-        if r.__class__ is Job:
-            return R.result_reply(e.uid_of(r), r)
+        if r.__class__ is JobView:
+            return R.result_reply(r.uid, r)
         self._waiter = r
         return WAIT
 
@@ -315,7 +319,7 @@ class Session:
         if outcome is TIMED_OUT:
             self._wake(R.TIMEOUT)
         else:
-            self._wake(R.result_reply(self.engine.uid_of(outcome), outcome))
+            self._wake(R.result_reply(outcome.uid, outcome))
 
     # ---------------------------------------------------------------- inspect
     def _inspect(self, c):
@@ -326,14 +330,15 @@ class Session:
             if n != 1 or c.flags:
                 return ARGS
             info = self.info
-            return R.server_reply(info.connections, self.engine.evicted_jobs, info.started_ms)
+            return R.server_reply(info.connections, self.port.stats().evicted_jobs,
+                                  info.started_ms)
         if obj == b"job":
             if n != 2 or c.flags:
                 return ARGS
-            job = self._lookup(a[1], check_v4=False)
-            if job.__class__ is bytes:
-                return job
-            return R.jobs_reply([self._entry(job)])
+            id = self._lookup(a[1], check_v4=False)
+            if id.__class__ is bytes:
+                return id
+            return R.jobs_reply([R.job_entry(self.port.job(id))])
         if obj == b"queue":
             if n != 2 or c.flags:
                 return ARGS
@@ -342,18 +347,18 @@ class Session:
             q = self._visible(a[1].decode())
             if q is None:
                 return R.NOT_FOUND
-            return b"+OK 1\r\n" + R.queue_entry(q.name, q.n_ready, q.n_delayed)
+            return b"+OK 1\r\n" + R.queue_entry(q.name, q.ready, q.delayed)
         if obj == b"queues":
             if n != 3 or c.flags:
                 return ARGS
             page = self._page(a[1], a[2])
             if page.__class__ is bytes:
                 return page
-            qs = self.engine.queues
-            names = sorted(x for x in qs if self._visible(x) is not None)
-            names = names[page[0]:page[0] + page[1]]
-            return b"+OK %d\r\n" % len(names) + b"".join(
-                R.queue_entry(x, qs[x].n_ready, qs[x].n_delayed) for x in names)
+            qs = sorted((q for q in self.port.queue_views() if q.kept or not q.is_empty()),
+                        key=lambda q: q.name)
+            qs = qs[page[0]:page[0] + page[1]]
+            return b"+OK %d\r\n" % len(qs) + b"".join(
+                R.queue_entry(q.name, q.ready, q.delayed) for q in qs)
         if obj == b"jobs" or obj == b"scheduled-jobs":
             if n != 4 or c.flags:
                 return ARGS
@@ -362,20 +367,20 @@ class Session:
             page = self._page(a[2], a[3])
             if page.__class__ is bytes:
                 return page
-            e = self.engine
             q = self._visible(a[1].decode())
             if q is None:
                 return R.NOT_FOUND
+            e = self.port
             lister = e.ready_page if obj == b"jobs" else e.delayed_page
-            return R.jobs_reply([self._entry(j) for j in lister(q, *page)])
+            return R.jobs_reply([R.job_entry(j) for j in lister(q.name, *page)])
         return UNKNOWN
 
     def _visible(self, name: str):
         """The queue `name` as workq sees it: one used through workq (workq keeps such queues)
         or holding jobs; a tube that exists only because beanstalk clients use or watch it
-        (e.g. "default") is not a workq queue. Returns the Queue or None."""
-        q = self.engine.queues.get(name)
-        return q if q is not None and (q.keep or not q.is_empty()) else None
+        (e.g. "default") is not a workq queue. Returns its QueueView or None."""
+        q = self.port.queue(name)
+        return q if q is not None and (q.kept or not q.is_empty()) else None
 
     def _page(self, offset: bytes, limit: bytes):
         o = parse_uint(offset, 32)
@@ -386,6 +391,9 @@ class Session:
             return client_error(b"Invalid limit")
         return o, n
 
-    def _entry(self, job: Job) -> bytes:
-        clock = self.engine.clock
-        return R.job_entry(self.engine.uid_of(job), job, clock.wall_ms(), clock.monotonic_ms())
+
+def connect(info: WorkqInfo, transport) -> Sequential:
+    """The push-style session of one workq connection (protocols/contract.py): a Parser
+    feeding a Session. A lease, result or run whose client goes away is withdrawn (a run's
+    job deleted); leases the connection took stay until their TTR, as in workq."""
+    return Sequential(Parser(), Session(info), transport, WAIT, QUIT)

@@ -1,0 +1,567 @@
+"""The engine port: the one module of core that protocols/ and gateway/ import (with the value
+types of core/model.py). DESIGN.md, "Who may import whom"; docs/architecture.md draws it.
+
+Everything a dialect or the gateway does to jobs goes through `Port`: typed operations whose
+arguments and results are plain values (ints, str, bytes) and immutable snapshots (JobView,
+QueueView, ServerStats, Reserved), never the engine's live records. Waiting calls take a
+callback that the engine calls exactly once, later, with the answer; they are cancellable.
+The port never blocks and does no I/O: it runs on the event loop's thread.
+
+Units: durations in ms (`*_ms`); `priority` is the canonical rank (lower first; each dialect
+maps its own values, docs/mapping.md); times in snapshots are wall ms (`due_ms`) or ms left
+(`left_ms`). Jobs are named by their id (int); `find(uid)` maps a uid to it.
+
+Errors: operations that can fail for a reason the client must hear return False / None / a
+status (documented per method); IllegalTransition (core/transitions.py) means a bug.
+"""
+from __future__ import annotations
+
+from .clock import ManualClock, SystemClock
+from .events import DEFAULT_MAXLEN, Event, Subscription
+from .failures import JobPolicy
+from .journal import Journal
+from .leases import LEASE_OK, NOT_ACTIVE, TOKEN_MISMATCH, TOKEN_MISSING
+from .leases import check as _check_lease
+from .leases import renewable as _renewable
+from .model import (BURIED, COMPLETED, DEADLINE_SOON, DELAYED, READY, RESERVED, TIMED_OUT,
+                    TOKEN_CHECKED, TOKEN_IGNORED, TOKEN_REQUIRED, WAITING, Failure, JobView,
+                    QueueView, Reserved, ServerStats, parse_derived_uid)
+from .records import Job, Owner as _Owner
+from .storage import Store, StoreLocked, StorePort
+from .transitions import IllegalTransition
+from .views import job_view, queue_view, reserved, server_stats
+
+__all__ = [
+    "Port", "Owner", "Persistence", "open_store", "Store", "StorePort", "StoreLocked",
+    "SystemClock", "ManualClock", "Event", "Subscription", "JobPolicy", "Failure", "JobView",
+    "QueueView", "Reserved", "ServerStats", "IllegalTransition", "TIMED_OUT", "DEADLINE_SOON",
+    "WAITING", "TOKEN_CHECKED", "TOKEN_REQUIRED", "TOKEN_IGNORED", "LEASE_OK", "NOT_ACTIVE",
+    "TOKEN_MISSING", "TOKEN_MISMATCH", "DEFAULT_MAXLEN",
+]
+
+
+class Owner:
+    """Who holds reservations, as the port hands it out (opaque): a beanstalk connection, a
+    workq connection, a bunqueue connection or one of its waiting pulls. `name` is the worker
+    as the history records it (`beanstalk#3`, a bunqueue `owner`)."""
+
+    __slots__ = ("_o",)
+
+    def __init__(self, o: _Owner) -> None:
+        self._o = o
+
+    @property
+    def name(self) -> str:
+        return self._o.name
+
+
+class Persistence:
+    """The journal as the storage writer (gateway/writer.py) sees it.
+
+    `take()` closes the open batch (a core.journal.Batch for StorePort.write) and opens the
+    next; `done(batch)` records that it committed. `commit_mark()`: the batch that must be
+    committed before a reply depending on everything done so far may go out; `committed`: the
+    last committed batch. `pending`: a batch with job rows is open; `has_unwritten()`: anything
+    (rows or lone history events) waits; `on_pending`: called when a batch opens.
+    """
+
+    def __init__(self, journal: Journal, engine) -> None:
+        self._j = journal
+        self._e = engine
+
+    @property
+    def pending(self) -> bool:
+        return self._j.pending
+
+    @property
+    def committed(self) -> int:
+        return self._j.committed
+
+    def set_on_pending(self, fn) -> None:
+        self._j.on_pending = fn
+
+    def has_unwritten(self) -> bool:
+        return self._j.has_unwritten()
+
+    def commit_mark(self) -> int:
+        return self._j.commit_mark()
+
+    def take(self):
+        return self._j.take(self._e.next_id)
+
+    def done(self, batch) -> None:
+        self._j.committed = batch.number
+
+    def force_pending(self) -> None:
+        """Open a batch even if only lone history events wait (shutdown flush)."""
+        self._j.pending = True
+
+
+def open_store(url: str, sqlite_synchronous: str = "NORMAL") -> Store:
+    """The SQL store (StorePort) for SQLAlchemy `url`. The caller runs the migrations on
+    `store.engine` and takes `store.lock()` before use. Raises sqlalchemy errors and
+    ValueError for a bad `sqlite_synchronous`."""
+    return Store(url, sqlite_synchronous)
+
+
+class Port:
+    """The engine port (see the module docstring). Build one with `Port.create()`, or wrap an
+    engine with `Port.of(engine)` (one port per engine).
+
+    `clock`: the engine's injectable clock (`monotonic_ms()`, `wall_ms()`); every timer of
+    every dialect reads it. `persistence`: the journal for the writer, or None (memory mode).
+    """
+
+    def __init__(self, engine) -> None:
+        self.engine = engine
+        self.clock = engine.clock
+        j = engine.journal
+        self._journal = j
+        self.persistence = None if j is None else Persistence(j, engine)
+        engine._port = self
+
+    @classmethod
+    def create(cls, clock=None, durable: bool = True, history: bool = True,
+               pinned: tuple = ("default",)) -> "Port":
+        """A new engine behind a port. `durable`: keep a journal for the storage writer (False:
+        memory mode); `history`: journal job_events rows; `pinned`: queues never removed."""
+        from .engine import Engine
+        clock = clock or SystemClock()
+        journal = Journal(clock, history=history) if durable else None
+        return cls(Engine(clock, journal, pinned))
+
+    @staticmethod
+    def of(x) -> "Port":
+        """`x` if it is a Port, else the port of engine `x` (created on first use)."""
+        if isinstance(x, Port):
+            return x
+        p = getattr(x, "_port", None)
+        return p if p is not None else Port(x)
+
+    # ------------------------------------------------------------- server
+    def restore(self, store) -> int:
+        """Load every stored job into the (empty) engine from `store` (StorePort): reserved
+        jobs ready again, except stored leases (core/leases.py). Returns how many."""
+        from .recovery import restore
+        return restore(self.engine, store.stream())
+
+    def tick(self) -> None:
+        """Run every timer due now (the gateway calls it at next_due())."""
+        self.engine.tick()
+
+    def next_due(self):
+        """Monotonic ms of the earliest timer, or None."""
+        return self.engine.next_due()
+
+    def set_wakeup(self, fn) -> None:
+        """`fn()` is called when a timer earlier than the last next_due() is armed."""
+        self.engine.wakeup = fn
+
+    def set_policy(self, dialect: str, policy: JobPolicy) -> None:
+        """How the engine treats jobs `dialect` creates (core/failures.py)."""
+        self.engine.policies[dialect] = policy
+
+    @property
+    def draining(self) -> bool:
+        """True while puts are refused (SIGUSR1)."""
+        return self.engine.draining
+
+    def set_draining(self, on: bool) -> None:
+        self.engine.draining = on
+
+    def commit_mark(self) -> int:
+        """See Persistence.commit_mark (0 in memory mode)."""
+        j = self._journal
+        return 0 if j is None else j.commit_mark()
+
+    def committed(self) -> int:
+        """The last committed batch (0 in memory mode)."""
+        j = self._journal
+        return 0 if j is None else j.committed
+
+    def stats(self) -> ServerStats:
+        """Server-wide counts."""
+        return server_stats(self.engine)
+
+    def subscribe(self, queues=None, maxlen: int = DEFAULT_MAXLEN, notify=None) -> Subscription:
+        """Events of `queues` (None: all) from now on, in a buffer of `maxlen` events that
+        drops the oldest when full (core/events.py). Close it when done."""
+        return self.engine.feed.subscribe(queues, maxlen, notify)
+
+    # ------------------------------------------------------------- queues
+    def attach(self, queue: str, role: str) -> None:
+        """Count a connection's reference to `queue`: role "using" or "watching"."""
+        self.engine.attach(queue, role)
+
+    def detach(self, queue: str, role: str) -> None:
+        """Drop a reference taken with attach(); an empty unreferenced queue goes."""
+        self.engine.detach(queue, role)
+
+    def keep(self, queue: str, keep: bool = True) -> None:
+        """Keep `queue` while empty (workq names, a bunqueue pause) or stop keeping it."""
+        e = self.engine
+        if keep:
+            e.queue(queue).keep = True
+        elif queue in e.queues:
+            q = e.queues[queue]
+            q.keep = False
+            e._gc(q)
+
+    def pause(self, queue: str, ms: int) -> bool:
+        """Pause `queue` for `ms` ms (0: resume); False when it does not exist."""
+        return self.engine.pause(queue, ms)
+
+    def queue(self, name: str) -> QueueView | None:
+        """A snapshot of queue `name`, or None."""
+        q = self.engine.queues.get(name)
+        return None if q is None else queue_view(self.engine, q)
+
+    def queue_names(self) -> list:
+        """Live queue names in beanstalkd's order (creation, swap-remove on removal)."""
+        return list(self.engine.queue_order)
+
+    def queue_views(self) -> list:
+        """Snapshots of every live queue, in queue_names() order."""
+        e = self.engine
+        return [queue_view(e, e.queues[n]) for n in e.queue_order]
+
+    def priority_counts(self, queue: str, delayed: bool = True) -> dict:
+        """Ready (and, with `delayed`, delayed but not blocked) jobs of `queue` per rank."""
+        e = self.engine
+        q = e.queues.get(queue)
+        out: dict = {}
+        if q is None:
+            return out
+        for x in (q.ready + q.delayed) if delayed else q.ready:
+            j = x[3]
+            if j.hver == x[2] and not (j.ext is not None and j.ext.get("deps")):
+                out[j.priority] = out.get(j.priority, 0) + 1
+        return out
+
+    # ------------------------------------------------------------- owners
+    def new_owner(self, dialect: str, margin: bool = True, durable: bool = False,
+                  ttr_ms: int = 0, name: str | None = None) -> Owner:
+        """A holder of reservations. `margin`: a waiting reserve answers DEADLINE_SOON in the
+        last second of one of its leases (beanstalk); `durable`: its leases are committed with
+        attempts counted (workq); `ttr_ms` (non-zero): its leases last that long (bunqueue
+        lockTtl); `name`: the worker in the history (default `<dialect>#<n>`)."""
+        return Owner(_Owner(dialect, margin, durable, ttr_ms, name))
+
+    def owner_idle(self, owner: Owner) -> bool:
+        """True when `owner` holds nothing and waits for nothing."""
+        o = owner._o
+        return not o.reserved and o.waiter is None
+
+    def release_owner(self, owner: Owner) -> None:
+        """The owner is gone: withdraw its wait, return its jobs to ready (`abandon`)."""
+        self.engine.release_owner(owner._o)
+
+    def cancel_wait(self, owner: Owner) -> bool:
+        """Withdraw `owner`'s waiting reserve without calling back; True if one was."""
+        return self.engine.cancel_wait(owner._o)
+
+    # ---------------------------------------------------------- producers
+    def put(self, queue: str, payload: bytes, priority: int, delay_ms: int, ttr_ms: int,
+            dialect: str, uid: str | None = None, ttl_ms: int = 0, expire_ms: int = 0,
+            max_attempts: int = 0, max_fails: int = 0, sched_ms: int = 0, event: str = "put",
+            ext: dict | None = None, fmt: int = 0) -> int:
+        """Create a job; returns its id. Ready, or delayed `delay_ms` ms, or waiting for the
+        dependencies in ext["deps"]. `uid`: the client's (the caller checks uid_taken);
+        `ttl_ms`: reported TTL; `expire_ms`: evicted that many ms from now (0: never);
+        `max_attempts` / `max_fails`: 0 = unlimited / the first failure is final; `sched_ms`:
+        wall ms of a workq schedule time; `event`: put, add, schedule, run or push;
+        `fmt`: payload encoding (0 raw, 1 MessagePack)."""
+        return self.engine.put(queue, payload, priority, delay_ms, ttr_ms, dialect, uid, ttl_ms,
+                               expire_ms, max_attempts, max_fails, sched_ms, event, ext, fmt).id
+
+    def put_many(self, queue: str, items: list, ttr_ms: int, dialect: str, max_fails: int,
+                 event: str) -> list:
+        """Create ready jobs of rank 0 from (payload, fmt, uid, ext | None) items in one pass;
+        returns their ids in order."""
+        return [j.id for j in self.engine.put_plain(queue, items, ttr_ms, dialect, max_fails,
+                                                    event)]
+
+    def burn_id(self) -> None:
+        """Use up one job id without a job (beanstalkd makes the job before it reads a body
+        that then fails, or before refusing a put while draining)."""
+        self.engine.next_id += 1
+
+    def uid_taken(self, uid: str) -> bool:
+        """True when a new job may not take `uid` (a live job has it, or it is derived)."""
+        return self.engine.uid_taken(uid)
+
+    def dedup(self, queue: str, key: str) -> str | None:
+        """The uid of the unfinished job of `queue` holding dedup key `key`, or None."""
+        job = self.engine.dedup_job(queue, key)
+        return None if job is None else self.engine.uid_of(job)
+
+    def dependency_met(self, uid: str) -> bool:
+        """True when job `uid` has completed (or is gone after completing)."""
+        return self.engine.dependency_met(uid)
+
+    # ---------------------------------------------------------- consumers
+    def _owned(self, owner: Owner, ttr_ms: int, worker):
+        o = owner._o
+        if ttr_ms:
+            o.ttr_ms = ttr_ms
+        if worker is not None:
+            o.name = worker
+        return o
+
+    def _result_cb(self, callback):
+        e = self.engine
+
+        def cb(x):
+            callback(reserved(e, x) if x.__class__ is Job else x)
+        return cb
+
+    def reserve(self, owner: Owner, queues: list, timeout_ms, callback,
+                mode: int = TOKEN_CHECKED, ttr_ms: int = 0, worker: str | None = None):
+        """Reserve the most urgent ready job of `queues` for `owner`: a Reserved; or
+        DEADLINE_SOON (beanstalk margin); TIMED_OUT when `timeout_ms` is 0; else WAITING, and
+        `callback` later gets a Reserved, TIMED_OUT (after `timeout_ms` ms; None: never) or
+        DEADLINE_SOON. Longest waiter first. `mode`: the lease's token mode; `ttr_ms` (non-zero):
+        the lease's TTR for this owner from now on; `worker`: its name from now on."""
+        o = self._owned(owner, ttr_ms, worker)
+        r = self.engine.reserve(o, queues, timeout_ms, self._result_cb(callback), mode)
+        if r.__class__ is Job:
+            return reserved(self.engine, r)
+        return r if r is TIMED_OUT or r is DEADLINE_SOON else WAITING
+
+    def reserve_many(self, owner: Owner, queue: str, n: int, mode: int = TOKEN_CHECKED,
+                     ttr_ms: int = 0, worker: str | None = None) -> list:
+        """Reserve up to `n` ready jobs of `queue` now (none while it is paused): Reserveds."""
+        o = self._owned(owner, ttr_ms, worker)
+        e = self.engine
+        return [reserved(e, j) for j in e.reserve_many(o, queue, n, mode)]
+
+    def reserve_job(self, owner: Owner, id: int) -> Reserved | None:
+        """Reserve job `id` when it is ready, delayed or buried (beanstalk reserve-job)."""
+        job = self.engine.reserve_job(owner._o, id)
+        return None if job is None else reserved(self.engine, job)
+
+    def release(self, owner: Owner, id: int, priority: int, delay_ms: int) -> bool:
+        """Return a job `owner` holds to ready (delayed `delay_ms` ms when > 0), with a new
+        rank; False when `owner` does not hold it (beanstalk NOT_FOUND)."""
+        return self.engine.release(owner._o, id, priority, delay_ms)
+
+    def bury(self, owner: Owner, id: int, priority: int) -> bool:
+        """Bury a job `owner` holds, with a new rank; False when it does not hold it."""
+        return self.engine.bury(owner._o, id, priority)
+
+    def touch(self, owner: Owner, id: int) -> bool:
+        """Restart the TTR of a job `owner` holds; False when it does not hold it."""
+        return self.engine.touch(owner._o, id)
+
+    def delete(self, owner: Owner, id: int) -> bool:
+        """beanstalk delete: any visible job but one another owner holds or a completed one."""
+        return self.engine.delete(owner._o, id)
+
+    def kick(self, queue: str, bound: int, dialect: str) -> int:
+        """Kick up to `bound` buried jobs of `queue` (else delayed ones); returns how many."""
+        return self.engine.kick(queue, bound, dialect)
+
+    def kick_job(self, id: int, dialect: str) -> bool:
+        """Kick one buried or delayed job; False otherwise."""
+        return self.engine.kick_job(id, dialect)
+
+    # ----------------------------------------------------------- any job
+    def find(self, uid: str) -> int | None:
+        """The id of the live job whose uid (client or derived) is `uid`, or None."""
+        job = self.engine.find_uid(uid)
+        return None if job is None else job.id
+
+    def job(self, id: int) -> JobView | None:
+        """A snapshot of live job `id` (any state), or None."""
+        job = self.engine.jobs.get(id)
+        return None if job is None else job_view(self.engine, job)
+
+    def lookup(self, uid: str) -> JobView | None:
+        """A snapshot of the live job named `uid`, or None."""
+        job = self.engine.find_uid(uid)
+        return None if job is None else job_view(self.engine, job)
+
+    def peek(self, id: int) -> JobView | None:
+        """Job `id` in a state beanstalk sees (not completed), or None."""
+        job = self.engine.peek(id)
+        return None if job is None else job_view(self.engine, job)
+
+    def peek_ready(self, queue: str) -> JobView | None:
+        """The job reserve would take next from `queue` (ignoring a pause), or None."""
+        job = self.engine.peek_ready(queue)
+        return None if job is None else job_view(self.engine, job)
+
+    def peek_delayed(self, queue: str) -> JobView | None:
+        """The delayed job of `queue` with the least time left, or None."""
+        job = self.engine.peek_delayed(queue)
+        return None if job is None else job_view(self.engine, job)
+
+    def peek_buried(self, queue: str) -> JobView | None:
+        """The oldest buried job of `queue`, or None."""
+        job = self.engine.peek_buried(queue)
+        return None if job is None else job_view(self.engine, job)
+
+    def jobs(self, queue: str, states=None) -> list:
+        """Snapshots of the live jobs of `queue` (of `states` when given), in id order."""
+        e = self.engine
+        sel = [j for j in e.jobs.values() if j.queue == queue
+               and (states is None or j.state in states)]
+        sel.sort(key=lambda j: j.id)
+        return [job_view(e, j) for j in sel]
+
+    def dead_letters(self, queue: str) -> list:
+        """Snapshots of the buried jobs of `queue` (failed ones included), in bury order."""
+        e = self.engine
+        q = e.queues.get(queue)
+        return [] if q is None else [job_view(e, j) for j in q.buried.values()]
+
+    def ready_page(self, queue: str, offset: int, limit: int) -> list:
+        """Ready jobs of `queue` in serve order, [offset, offset + limit)."""
+        e = self.engine
+        q = e.queues.get(queue)
+        return [] if q is None else [job_view(e, j) for j in e.ready_page(q, offset, limit)]
+
+    def delayed_page(self, queue: str, offset: int, limit: int) -> list:
+        """Delayed jobs of `queue`, soonest first, [offset, offset + limit)."""
+        e = self.engine
+        q = e.queues.get(queue)
+        return [] if q is None else [job_view(e, j) for j in e.delayed_page(q, offset, limit)]
+
+    # ------------------------------------------------------- outcomes
+    def check_lease(self, id: int, token: str | None) -> int:
+        """Whether `token` may finish job `id` now: LEASE_OK, NOT_ACTIVE (gone or not
+        reserved), TOKEN_MISSING or TOKEN_MISMATCH (core/leases.py)."""
+        job = self.engine.jobs.get(id)
+        return NOT_ACTIVE if job is None else _check_lease(job, token)
+
+    def renew(self, id: int, token: str | None = None, ttr_ms: int = 0,
+              extras: dict | None = None) -> bool:
+        """Renew the lease of reserved job `id` whoever holds it (a presented token must
+        match): deadline = now + `ttr_ms` (0: its TTR). `extras`: set with it (not stored on
+        their own). False when it is not reserved or the token does not match."""
+        e = self.engine
+        job = e.jobs.get(id)
+        if job is None or not _renewable(job, token):
+            return False
+        if extras:
+            e.update_ext(job, extras, persist=False)
+        return e.touch_job(job, ttr_ms)
+
+    def complete(self, id: int, result: bytes, dialect: str, extras: dict | None = None) -> bool:
+        """Finish job `id` with `result` (any state, whoever holds it). `extras`: set first.
+        False when it is gone or already has a result."""
+        e = self.engine
+        job = e.jobs.get(id)
+        if job is None or job.result is not None or job.state is COMPLETED:
+            return False
+        if extras:
+            e.update_ext(job, extras, persist=False)
+        return e.complete(job, result, dialect)
+
+    def fail(self, id: int, result: bytes, dialect: str, backoff_ms: int = 0,
+             failure: Failure | None = None, unrecoverable: bool = False):
+        """A failure of job `id` with `result` (bytes): retried (ready, or delayed
+        `backoff_ms` ms) while attempts remain, else failed for good (buried with the result).
+        `failure` is recorded with the job (core/failures.py). Returns "retried", "dead", or
+        False when the job is gone or already has a result."""
+        job = self.engine.jobs.get(id)
+        if job is None:
+            return False
+        return self.engine.fail(job, result, dialect, backoff_ms, failure, unrecoverable)
+
+    def dead_letter(self, id: int, result: bytes, dialect: str,
+                    extras: dict | None = None) -> bool:
+        """Fail job `id` for good now (bunqueue Discard); `extras` set after. False when it is
+        gone or finished."""
+        e = self.engine
+        job = e.jobs.get(id)
+        if job is None or not e.dead_letter(job, result, dialect):
+            return False
+        if extras:
+            e.update_ext(job, extras)
+        return True
+
+    def remove(self, id: int, dialect: str, event: str = "delete") -> bool:
+        """Delete job `id` in any state, whoever holds it (workq delete; bunqueue Cancel,
+        removeOn*, Drain, Obliterate, Clean, PurgeDlq: `event`). False when it is gone."""
+        return self.engine.delete(None, id, dialect, force=True, event=event)
+
+    def requeue(self, id: int, delay_ms: int, event: str, dialect: str,
+                extras: dict | None = None, drop=(), reset_fails: bool = False) -> bool:
+        """Move job `id` back to ready (delayed `delay_ms` ms when > 0), its result cleared:
+        `event` release (a reserved, ready or delayed job), promote (delayed), retry (buried
+        or completed). Then `extras` are set and the keys in `drop` removed; `reset_fails`
+        starts its failure count over. False when it is gone; IllegalTransition when `event`
+        does not apply to its state."""
+        e = self.engine
+        job = e.jobs.get(id)
+        if job is None:
+            return False
+        if reset_fails:
+            job.fails = 0
+        e.requeue(job, delay_ms, event, dialect)
+        if extras or drop:
+            e.update_ext(job, extras or {}, drop)
+        return True
+
+    def change_priority(self, id: int, priority: int, dialect: str) -> bool:
+        """Set job `id`'s rank (a ready job moves at once). False when it is gone."""
+        job = self.engine.jobs.get(id)
+        if job is None:
+            return False
+        self.engine.change_priority(job, priority, dialect)
+        return True
+
+    def replace_payload(self, id: int, payload: bytes, fmt: int) -> bool:
+        """Replace job `id`'s payload in place (bunqueue Update). False when it is gone."""
+        job = self.engine.jobs.get(id)
+        if job is None:
+            return False
+        self.engine.replace_payload(job, payload, fmt)
+        return True
+
+    def update_extras(self, id: int, fields: dict, drop=(), persist: bool = True) -> bool:
+        """Set extras `fields` of job `id` and remove the keys in `drop`; `persist`: store with
+        the next commit (else with the row's next write). False when it is gone."""
+        job = self.engine.jobs.get(id)
+        if job is None:
+            return False
+        self.engine.update_ext(job, fields, drop, persist)
+        return True
+
+    # ------------------------------------------------------------ results
+    def _outcome_cb(self, callback):
+        e = self.engine
+
+        def cb(x):
+            callback(job_view(e, x) if x.__class__ is Job else x)
+        return cb
+
+    def wait_result(self, id: int, timeout_ms: int, callback):
+        """The result of job `id`: its JobView when it is finished (or None when it is gone);
+        TIMED_OUT when it is not and `timeout_ms` <= 0; else a handle for cancel_result_wait,
+        and `callback` later gets the finished JobView or TIMED_OUT."""
+        e = self.engine
+        job = e.jobs.get(id)
+        if job is None:
+            return None
+        r = e.wait_result(job, timeout_ms, self._outcome_cb(callback))
+        return job_view(e, r) if r.__class__ is Job else r
+
+    def run(self, queue: str, payload: bytes, priority: int, ttr_ms: int, wait_ms: int,
+            uid: str, dialect: str, callback):
+        """workq `run`: put a job and wait for its result; `callback` gets the finished
+        JobView, or TIMED_OUT (no worker within `wait_ms` ms, or its lease ran out); the job is
+        deleted either way. Returns a handle for cancel_result_wait."""
+        return self.engine.run(queue, payload, priority, ttr_ms, wait_ms, uid, dialect,
+                               self._outcome_cb(callback))
+
+    def cancel_result_wait(self, handle) -> bool:
+        """Withdraw a result wait (its client is gone); a run's job is deleted."""
+        return self.engine.cancel_result_wait(handle)
+
+
+# Names the dialects use with the port (re-exported so that they import core.api only).
+STATES = (DELAYED, READY, RESERVED, BURIED, COMPLETED)
+__all__ += ["STATES", "DELAYED", "READY", "RESERVED", "BURIED", "COMPLETED",
+            "parse_derived_uid"]

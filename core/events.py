@@ -1,0 +1,177 @@
+"""The event feed: one typed event per state change of a job (DESIGN.md, "The canonical model").
+
+The engine calls `Feed.emit()` once per transition (core/transitions.py), with the row's events
+in order. Consumers:
+
+- sinks, called synchronously in registration order, inside the engine: the journal (the
+  `job_events` history and the rows to store, core/journal.py). A sink must not block.
+- watchers of one job's result (`watchers`: job id -> list of core.records.ResultWaiter): workq
+  `result` / `run` and bunqueue WaitJob. They are called once the job has finished and every
+  event of that transition was delivered (core/outcomes.py).
+- subscriptions: each has its own bounded buffer (`maxlen` events). When the buffer is full the
+  oldest event is dropped and `dropped` counts it: the engine never waits for a subscriber.
+  `notify()` is called when the buffer goes from empty to non-empty; the subscriber then calls
+  `take()`. bunqueue's SubscribeEvents is one (protocols/bunqueue); webhooks, metrics and the
+  dashboard will be others.
+
+Ordering: events reach every subscriber in emit order, so the events of one job are in the
+order its changes happened. Subscribers see an event before the sinks run: a change that a sink
+makes in turn (a workq `run` deletes its job once answered) comes after it everywhere.
+"""
+from __future__ import annotations
+
+from collections import deque
+from typing import NamedTuple
+
+from .model import derived_uid
+
+#: Default bound of a subscription's buffer (events).
+DEFAULT_MAXLEN = 10_000
+
+
+class Event(NamedTuple):
+    """One state change of one job.
+
+    `seq`: feed-wide sequence number (1, 2, ...); `kind`: the event name (put, add, schedule,
+    run, push, reserve, release, bury, kick, ready, promote, retry, priority, abandon, timeout,
+    complete, fail, dlq, and the deletions: delete, cancel, remove, drain, obliterate, clean,
+    purge, ttl-evict); `job_id`; `uid` (the client's uid or core.model.derived_uid);
+    `queue`; `dialect` (who caused it; "jobgate" for timers); `at_ms` (wall ms); `prev` and
+    `state`: the job's state before and after (core.model states, "new", "gone");
+    `attempt` (reservations so far); `priority` (canonical rank); `worker` (the connection or
+    lock owner, or None); `error` (a failure's text, on `fail` events, or None when the failure
+    gave none); `result` (bytes, on
+    `complete`) and `result_fmt` (1: MessagePack, 0: raw bytes).
+    """
+
+    seq: int
+    kind: str
+    job_id: int
+    uid: str
+    queue: str
+    dialect: str
+    at_ms: int
+    prev: str
+    state: str
+    attempt: int
+    priority: int
+    worker: str | None
+    error: str | None
+    result: bytes | None
+    result_fmt: int
+
+
+class Subscription:
+    """A bounded buffer of events for one consumer (see the module docstring).
+
+    `queues`: only events of these queues (None: every queue). `maxlen`: buffer bound (events).
+    `dropped`: events discarded because the buffer was full (drop-oldest). `notify()`: called
+    when the buffer becomes non-empty (None: the consumer polls `take()`).
+    """
+
+    __slots__ = ("feed", "queues", "buf", "maxlen", "dropped", "notify", "_armed", "closed")
+
+    def __init__(self, feed: Feed, queues, maxlen: int, notify) -> None:
+        if maxlen < 1:
+            raise ValueError("a subscription buffer holds at least one event")
+        self.feed = feed
+        self.queues = None if queues is None else frozenset(queues)
+        self.buf: deque = deque()
+        self.maxlen = maxlen
+        self.dropped = 0
+        self.notify = notify
+        self._armed = True
+        self.closed = False
+
+    def push(self, ev: Event) -> None:
+        """Add `ev` (feed only): filtered by queue; drops the oldest event when full."""
+        if self.queues is not None and ev.queue not in self.queues:
+            return
+        buf = self.buf
+        if len(buf) >= self.maxlen:
+            buf.popleft()
+            self.dropped += 1
+        buf.append(ev)
+        if self._armed and self.notify is not None:
+            self._armed = False
+            self.notify()
+
+    def take(self, limit: int | None = None) -> list:
+        """Remove and return up to `limit` buffered events (all when None), oldest first."""
+        buf = self.buf
+        if limit is None or limit >= len(buf):
+            out = list(buf)
+            buf.clear()
+        else:
+            out = [buf.popleft() for _ in range(limit)]
+        if not buf:
+            self._armed = True
+        return out
+
+    def set_queues(self, queues) -> None:
+        """Change the queue filter (None: every queue)."""
+        self.queues = None if queues is None else frozenset(queues)
+
+    def close(self) -> None:
+        """Stop receiving events; buffered ones are discarded."""
+        if not self.closed:
+            self.closed = True
+            self.buf.clear()
+            self.feed._unsubscribe(self)
+
+
+class Feed:
+    """Distributes the engine's events to sinks and subscriptions (module docstring).
+
+    `clock`: core.clock clock (wall ms for events that do not carry their own time).
+    A sink is `fn(job, events, prev, dialect, durable, worker, error, at_ms)` where `job` is the
+    live core.records.Job (sinks are engine-internal), `events` the tuple of event names and
+    `durable` whether the job's row must be written (core/transitions.py, journal records) and
+    `error` the failure's text as given (str, bytes or None).
+    """
+
+    def __init__(self, clock) -> None:
+        self.clock = clock
+        self.sinks: tuple = ()
+        self.subs: tuple = ()
+        self.watchers: dict = {}
+        self.seq = 0
+
+    def add_sink(self, fn) -> None:
+        """Register a synchronous sink (called after subscriptions, in registration order)."""
+        self.sinks = self.sinks + (fn,)
+
+    def subscribe(self, queues=None, maxlen: int = DEFAULT_MAXLEN, notify=None) -> Subscription:
+        """A new Subscription (see its docstring); events from now on."""
+        s = Subscription(self, queues, maxlen, notify)
+        self.subs = self.subs + (s,)
+        return s
+
+    def _unsubscribe(self, s: Subscription) -> None:
+        self.subs = tuple(x for x in self.subs if x is not s)
+
+    def emit(self, job, events: tuple, prev: str, dialect: str, durable: bool = True,
+             worker: str | None = None, error=None, at: int = 0) -> None:
+        """One transition of `job` (already in its new state): its `events` in order.
+        `error`: the failure's text, str or bytes (None: no failure, or none given); `at`: wall
+        ms (0: now)."""
+        if not at:
+            at = self.clock.wall_ms()
+        if self.subs:
+            self._publish(job, events, prev, dialect, worker, error, at)
+        for sink in self.sinks:
+            sink(job, events, prev, dialect, durable, worker, error, at)
+
+    def _publish(self, job, events, prev, dialect, worker, error, at) -> None:
+        uid = job.uid if job.uid is not None else derived_uid(job.id)
+        state = "gone" if job.state == "deleted" else job.state
+        ext = job.ext
+        fmt = 1 if ext is not None and ext.get("resultFmt") == 1 else 0
+        text = error.decode("utf-8", "replace") if error.__class__ is bytes else error
+        for kind in events:
+            self.seq += 1
+            ev = Event(self.seq, kind, job.id, uid, job.queue, dialect, at, prev, state,
+                       job.reserves, job.priority, worker, text if kind == "fail" else None,
+                       job.result if kind == "complete" else None, fmt)
+            for s in self.subs:
+                s.push(ev)

@@ -1,0 +1,203 @@
+"""The engine's live records: Job, Queue, Owner and the waiters (engine-private).
+
+Only core/ uses these. Dialects and the gateway see jobs and queues through the immutable
+snapshots of core/model.py that the port (core/api.py) hands out, never these objects.
+
+Times: `created_ms` is wall-clock ms since the epoch; `ready_at`, `deadline` and `expires_at` are
+monotonic ms (core/clock.py); durations (`delay_ms`, `ttr_ms`, `ttl_ms`) are ms.
+"""
+from __future__ import annotations
+
+from collections import deque
+
+from .model import READY, TOKEN_CHECKED
+
+
+class Job:
+    """One job, in whichever dialect it was created.
+
+    Fields: id (int64, monotonic), uid (str | None, unique), queue (name), payload (bytes, never
+    altered), priority (canonical rank), state (core.model states), created_ms (wall ms),
+    delay_ms / ttr_ms (ms), ready_at (monotonic ms, while delayed), deadline (monotonic ms, while
+    reserved), owner (the Owner holding the reservation), counters reserves / timeouts / releases /
+    buries / kicks, dialect (str that created it), hver (heap-entry version, internal),
+    in_db (0, or the number of the journal batch that inserted the row: internal).
+    Lease (core/leases.py): token (the lease token while reserved, else None), lease_mode
+    (core.model TOKEN_*).
+    Finishing fields: ttl_ms (the TTL the client gave, ms, 0 = none), expires_at (monotonic ms
+    when the job is evicted, 0 = never), max_attempts / max_fails (0 = unlimited / none),
+    fails (explicit failures), result (bytes or None), result_ok (success flag of the result),
+    sched_ms (wall ms of a workq `schedule` time, 0 = not scheduled).
+    Dialect extras: fmt (payload encoding: 0 raw bytes, 1 a MessagePack value: bunqueue data
+    that is not a string), ext (dict of extras such as name, backoff, tags, progress, logs,
+    dependsOn; None for jobs that have none; stored as one MessagePack map). `ext` is replaced,
+    never changed in place, so a snapshot may share it (core/extras.py).
+    """
+
+    __slots__ = (
+        "id", "uid", "queue", "payload", "priority", "state", "created_ms", "delay_ms", "ttr_ms",
+        "ready_at", "deadline", "owner", "reserves", "timeouts", "releases", "buries", "kicks",
+        "dialect", "hver", "in_db", "ttl_ms", "expires_at", "max_attempts", "max_fails",
+        "fails", "result", "result_ok", "sched_ms", "fmt", "ext", "token", "lease_mode",
+    )
+
+    def __init__(self, id: int, queue: str, payload: bytes, priority: int, ttr_ms: int,
+                 delay_ms: int, created_ms: int, dialect: str, uid: str | None = None) -> None:
+        self.id = id
+        self.uid = uid
+        self.queue = queue
+        self.payload = payload
+        self.priority = priority
+        self.state = READY
+        self.created_ms = created_ms
+        self.delay_ms = delay_ms
+        self.ttr_ms = ttr_ms
+        self.ready_at = 0
+        self.deadline = 0
+        self.owner = None
+        self.reserves = 0
+        self.timeouts = 0
+        self.releases = 0
+        self.buries = 0
+        self.kicks = 0
+        self.dialect = dialect
+        self.hver = 0
+        self.in_db = 0
+        self.ttl_ms = 0
+        self.expires_at = 0
+        self.max_attempts = 0
+        self.max_fails = 0
+        self.fails = 0
+        self.result = None
+        self.result_ok = False
+        self.sched_ms = 0
+        self.fmt = 0
+        self.ext = None
+        self.token = None
+        self.lease_mode = TOKEN_CHECKED
+
+    @property
+    def finished(self) -> bool:
+        """True once the job has a result (completed, or failed for good)."""
+        return self.result is not None
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"<Job {self.id} {self.queue} {self.state} pri={self.priority}>"
+
+
+class Queue:
+    """A named queue (beanstalk tube = workq name = bunqueue queue).
+
+    Indexes: `ready` heap of (priority, id, hver, job); `delayed` heap of (ready_at, id, hver, job);
+    `buried` dict id -> job in bury order (FIFO); `waiters` deque of Waiters in arrival order.
+    Counters: live counts per state (`n_done`: completed jobs kept for their result), `urgent`
+    ready jobs, `total_jobs` created, `deletes`, `pauses`; references: `using`, `watching`
+    (connections that name it), `waiting` (live waiters); `keep`: never garbage-collected (a
+    workq name lives on once used, as in workq).
+    Pause: `paused_until` monotonic ms (0 = not paused) and `pause_ms` (the last pause duration).
+    """
+
+    __slots__ = (
+        "name", "ready", "delayed", "buried", "waiters", "n_ready", "n_delayed", "n_reserved",
+        "urgent", "total_jobs", "deletes", "pauses", "using", "watching", "waiting",
+        "paused_until", "pause_ms", "n_done", "keep",
+    )
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.ready: list = []
+        self.delayed: list = []
+        self.buried: dict[int, Job] = {}
+        self.waiters: deque = deque()
+        self.n_ready = 0
+        self.n_delayed = 0
+        self.n_reserved = 0
+        self.urgent = 0
+        self.total_jobs = 0
+        self.deletes = 0
+        self.pauses = 0
+        self.using = 0
+        self.watching = 0
+        self.waiting = 0
+        self.paused_until = 0
+        self.pause_ms = 0
+        self.n_done = 0
+        self.keep = False
+
+    def is_empty(self) -> bool:
+        """True when the queue holds no job in any state."""
+        return not (self.n_ready or self.n_delayed or self.n_reserved or self.buried
+                    or self.n_done)
+
+    def is_referenced(self) -> bool:
+        """True when some connection uses, watches or waits on the queue (or it is kept)."""
+        return bool(self.using or self.watching or self.waiting or self.keep)
+
+
+class Owner:
+    """Who holds reservations: one per connection (beanstalk) or lock holder (bunqueue).
+
+    `reserved` maps job id -> Job for the jobs this owner holds; `waiter` is its pending reserve.
+    `dialect` names the protocol, for the history table. `margin`: a waiting reserve gets
+    DEADLINE_SOON near one of the owner's TTR deadlines (beanstalk; workq has no such reply).
+    `durable`: a reservation is committed before it is answered (workq counts attempts at lease
+    and they must survive a restart; beanstalk reservations are not stored).
+    `ttr_ms`: when not 0, a reservation by this owner sets the job's TTR to it (bunqueue lockTtl).
+    `name`: the worker in the history (`<dialect>#<n>` per connection, or a bunqueue owner).
+    """
+
+    __slots__ = ("reserved", "waiter", "dialect", "margin", "durable", "ttr_ms", "name")
+    _count = 0
+
+    def __init__(self, dialect: str, margin: bool = True, durable: bool = False,
+                 ttr_ms: int = 0, name: str | None = None) -> None:
+        if name is None:
+            Owner._count += 1
+            name = f"{dialect}#{Owner._count}"
+        self.name = name
+        self.reserved: dict[int, Job] = {}
+        self.waiter: Waiter | None = None
+        self.dialect = dialect
+        self.margin = margin
+        self.durable = durable
+        self.ttr_ms = ttr_ms
+
+
+class Waiter:
+    """A reserve that is waiting for a job.
+
+    `queues`: the Queue objects watched; `timeout_at`: monotonic ms or None (wait forever);
+    `callback(result)` is called exactly once with a reserved Job, TIMED_OUT or DEADLINE_SOON.
+    `mode`: the lease token mode of the reservation it will make (core.model TOKEN_*).
+    """
+
+    __slots__ = ("owner", "queues", "timeout_at", "callback", "done", "seq", "mode")
+
+    def __init__(self, owner: Owner, queues: list, timeout_at, callback, seq: int,
+                 mode: int = TOKEN_CHECKED) -> None:
+        self.owner = owner
+        self.queues = queues
+        self.timeout_at = timeout_at
+        self.callback = callback
+        self.done = False
+        self.seq = seq
+        self.mode = mode
+
+
+class ResultWaiter:
+    """A client waiting for a job's result (workq `result`, `run`; bunqueue WaitJob).
+
+    `job_id`: the job; `callback(outcome)` is called exactly once with the finished Job or
+    TIMED_OUT; `run`: this is the submitter of a workq `run`, whose job is deleted after it is
+    answered; `phase`: 0 = waiting for a worker, 1 = waiting until the lease's TTR deadline.
+    """
+
+    __slots__ = ("job_id", "callback", "done", "seq", "run", "phase")
+
+    def __init__(self, job_id: int, callback, seq: int, run: bool = False) -> None:
+        self.job_id = job_id
+        self.callback = callback
+        self.done = False
+        self.seq = seq
+        self.run = run
+        self.phase = 0

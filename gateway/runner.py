@@ -1,0 +1,200 @@
+"""The one connection runner: an asyncio.Protocol per accepted connection, for every dialect
+(DESIGN.md, "Networking"; the contract: protocols/contract.py).
+
+`data_received` feeds the dialect's session; everything the session sends while handling one
+read goes out with one write (pipelining costs no extra syscalls). A reply sent `durable` is
+held until the writer has committed every mutation made before it (durability `commit`), and
+whatever the session sends after it waits behind it, so replies never overtake each other.
+Flow control both ways: the session may pause reading (input it cannot run yet), and when the
+peer does not read its replies (asyncio's pause_writing), reading pauses too and the session is
+told, so a slow reader cannot make the server buffer without bound.
+"""
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections import deque
+
+
+class Runner(asyncio.Protocol):
+    """One connection: `server` (gateway.server.Runtime), `reg` (its dialect's Registration),
+    `state` (the dialect's server-wide state). Implements the Transport of the contract."""
+
+    def __init__(self, server, reg, state) -> None:
+        self.server = server
+        self.reg = reg
+        self.state = state
+        self.session = None
+        self.t = None
+        self._batch = None
+        self._held: deque = deque()     # (commit mark needed, bytes)
+        self._listening = False         # registered with the writer for commits
+        self._closing = False
+        self._lost = False
+        self._session_pauses = 0
+        self._write_paused = False
+        self._reading = True
+
+    # --------------------------------------------------------- asyncio side
+    def connection_made(self, transport) -> None:
+        srv = self.server
+        self.t = transport
+        if srv.connections >= srv.config.max_connections:
+            if self.reg.refuse_reply:
+                transport.write(self.reg.refuse_reply)
+            self._lost = True
+            transport.close()
+            return
+        srv.connections += 1
+        srv.live.add(self)
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:  # pragma: no cover - best effort
+                pass
+        self.session = self.reg.session_factory(self.state, self)
+
+    def data_received(self, data: bytes) -> None:
+        if self._lost:
+            return
+        self._batch = out = []
+        try:
+            self.session.data_received(data)
+        finally:
+            self._batch = None
+            self._flush(out)
+
+    def eof_received(self):
+        if not self._lost:
+            self._batch = out = []
+            try:
+                self.session.eof_received()
+            finally:
+                self._batch = None
+                self._flush(out)
+        return True   # keep the write side open: replies to what was read still go out
+
+    def connection_lost(self, exc) -> None:
+        self._end()
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._update_reading()
+        f = getattr(self.session, "pause_writing", None)
+        if f is not None:
+            f()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._update_reading()
+        f = getattr(self.session, "resume_writing", None)
+        if f is not None and not self._lost:
+            f()
+
+    # ------------------------------------------------------ contract side
+    def send(self, data: bytes, durable: bool = False) -> None:
+        """Queue `data` for the peer (see protocols/contract.py)."""
+        if self._lost:
+            return
+        srv = self.server
+        if durable and srv.durable_replies:
+            need = srv.port.commit_mark()
+            if need > srv.port.committed():
+                self._held.append((need, data))
+                if not self._listening:
+                    self._listening = True
+                    srv.writer.on_commit(self._on_commit)
+                return
+        if self._held:
+            self._held.append((0, data))
+            return
+        b = self._batch
+        if b is not None:
+            b.append(data)
+        else:
+            self.t.write(data)
+
+    def close(self) -> None:
+        """Close once everything sent so far is written."""
+        self._closing = True
+        if self._batch is None:
+            self._maybe_close()
+
+    def pause_reading(self) -> None:
+        self._session_pauses += 1
+        self._update_reading()
+
+    def resume_reading(self) -> None:
+        if self._session_pauses:
+            self._session_pauses -= 1
+        self._update_reading()
+
+    def defer(self, fn) -> None:
+        """Call `fn()` soon, from the event loop, with its sends batched into one write."""
+        asyncio.get_running_loop().call_soon(self._deferred, fn)
+
+    # ------------------------------------------------------------ internal
+    def _deferred(self, fn) -> None:
+        if self._lost:
+            return
+        self._batch = out = []
+        try:
+            fn()
+        finally:
+            self._batch = None
+            self._flush(out)
+
+    def _flush(self, out: list) -> None:
+        if out and not self._lost:
+            self.t.write(b"".join(out) if len(out) > 1 else out[0])
+        self._maybe_close()
+
+    def _on_commit(self) -> None:
+        """The writer committed a batch: send the held replies it made durable."""
+        held = self._held
+        done = self.server.port.committed()
+        out = []
+        while held and held[0][0] <= done:
+            out.append(held.popleft()[1])
+        if not held:
+            self._listening = False
+            self.server.writer.off_commit(self._on_commit)
+        self._flush(out)
+
+    def _maybe_close(self) -> None:
+        if self._closing and not self._held and not self._lost and self.t is not None:
+            self.t.close()
+
+    def _update_reading(self) -> None:
+        want = not (self._session_pauses or self._write_paused)
+        if want != self._reading and not self._lost and self.t is not None:
+            self._reading = want
+            try:
+                if want:
+                    self.t.resume_reading()
+                else:
+                    self.t.pause_reading()
+            except (RuntimeError, AttributeError):  # closing transport
+                pass
+
+    def _end(self) -> None:
+        """The connection is gone (or the server stops): end the session once."""
+        if self._lost:
+            return
+        self._lost = True
+        srv = self.server
+        if self._listening:
+            self._listening = False
+            srv.writer.off_commit(self._on_commit)
+        self._held.clear()
+        if self.session is not None:
+            srv.connections -= 1
+            srv.live.discard(self)
+            self.session.connection_lost()
+
+    def shutdown(self) -> None:
+        """Server stop: end the session now (its reservations go back), drop the socket."""
+        self._end()
+        if self.t is not None:
+            self.t.abort()

@@ -1,0 +1,97 @@
+"""The connection contract between the gateway and every dialect (DESIGN.md, "Networking").
+
+A dialect is one package under protocols/ exporting one `Registration`. For each accepted
+connection the gateway calls `registration.session_factory(state, transport)`: the session is
+push-style and sans-IO. The gateway feeds it bytes (`data_received`), tells it when the peer
+stopped sending (`eof_received`) or is gone (`connection_lost`); the session hands reply bytes
+to `transport.send()` at once or later (a waiter firing), and never reads a socket or sleeps.
+
+`Transport` is what the session may ask of the gateway:
+
+- `send(data, durable=False)`: queue `data` for the peer, in order. `durable=True`: not before
+  every mutation made so far is committed (durability `commit`; DESIGN.md "Storage and
+  durability"); data sent after it waits behind it.
+- `close()`: close once everything sent so far has been written.
+- `pause_reading()` / `resume_reading()`: stop / restart feeding `data_received` (backpressure
+  of a session that holds input it cannot run yet). Calls nest: reading resumes after as many
+  resumes as pauses.
+- `defer(fn)`: call `fn()` soon, outside the current engine call. A waiter's callback runs
+  inside another connection's command; a session that must run more commands when its wait
+  ends defers that work (the engine is not re-entrant).
+
+Optional session methods the gateway calls when present: `pause_writing()` /
+`resume_writing()` when the peer does not read its replies fast enough (a session with
+unsolicited output, such as bunqueue's events, holds it meanwhile).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, NamedTuple, Protocol
+
+
+class Transport(Protocol):
+    """The gateway side of one connection (see the module docstring)."""
+
+    def send(self, data: bytes, durable: bool = False) -> None: ...
+
+    def close(self) -> None: ...
+
+    def pause_reading(self) -> None: ...
+
+    def resume_reading(self) -> None: ...
+
+    def defer(self, fn: Callable[[], None]) -> None: ...
+
+
+class Session(Protocol):
+    """The dialect side of one connection (see the module docstring)."""
+
+    def data_received(self, data: bytes) -> None: ...
+
+    def eof_received(self) -> None: ...
+
+    def connection_lost(self) -> None: ...
+
+
+class Context(NamedTuple):
+    """Facts about the running server a dialect may report: `version` (what beanstalk's stats
+    calls the server version, "1.12") and `database_path` (the SQLite file, or None)."""
+
+    version: str = "1.12"
+    database_path: str | None = None
+
+
+@dataclass(frozen=True)
+class Option:
+    """One configuration key of a dialect: `name`, `kind` ("int" or "str_list"), `default`,
+    and for ints the allowed range [`lo`, `hi`]; `help` says what it is (with its unit)."""
+
+    name: str
+    kind: str
+    default: object
+    lo: int = 0
+    hi: int = 0
+    help: str = ""
+
+
+@dataclass(frozen=True)
+class Registration:
+    """What a dialect package exports (its `REGISTRATION`).
+
+    `name`: the listener name in config and `--listen`; `default_port`; `make_state(port,
+    options, context)`: the dialect's server-wide state, once per server (`port` is the
+    core.api.Port, `options` a dict of its Option values, `context` a Context);
+    `session_factory(state, transport)`: one Session per connection; `refuse_reply`: bytes sent
+    to a connection refused at `limits.max_connections` before it is closed (None: closed
+    silently); `options_path`: where its options live in the YAML config (e.g.
+    ("limits", "beanstalk")); `options`: its Option list; `summary`: one line for --help.
+    """
+
+    name: str
+    default_port: int
+    make_state: Callable
+    session_factory: Callable
+    refuse_reply: bytes | None = None
+    options_path: tuple = ()
+    options: tuple = field(default_factory=tuple)
+    summary: str = ""
