@@ -45,10 +45,12 @@ class Owner:
     workq connection, a bunqueue connection or one of its waiting pulls. `name` is the worker
     as the history records it (`beanstalk#3`, a bunqueue `owner`)."""
 
-    __slots__ = ("_o",)
+    __slots__ = ("_o", "_cb", "_adapter")
 
     def __init__(self, o: _Owner) -> None:
         self._o = o
+        self._cb = None        # the last reserve callback and its adapter (Port.reserve)
+        self._adapter = None
 
     @property
     def name(self) -> str:
@@ -322,8 +324,15 @@ class Port:
         `callback` later gets a Reserved, TIMED_OUT (after `timeout_ms` ms; None: never) or
         DEADLINE_SOON. Longest waiter first. `mode`: the lease's token mode; `ttr_ms` (non-zero):
         the lease's TTR for this owner from now on; `worker`: its name from now on."""
-        o = self._owned(owner, ttr_ms, worker)
-        r = self.engine.reserve(o, queues, timeout_ms, self._result_cb(callback), mode)
+        o = owner._o
+        if ttr_ms:
+            o.ttr_ms = ttr_ms
+        if worker is not None:
+            o.name = worker
+        if owner._cb != callback:   # the same bound method each time: one adapter
+            owner._cb = callback
+            owner._adapter = self._result_cb(callback)
+        r = self.engine.reserve(o, queues, timeout_ms, owner._adapter, mode)
         if r.__class__ is Job:
             return reserved(self.engine, r)
         return r if r is TIMED_OUT or r is DEADLINE_SOON else WAITING

@@ -22,13 +22,15 @@ from .clock import SystemClock
 from .events import Feed
 from .extras import BLOCKED_MS, Extras
 from .failures import DEFAULT_POLICY
-from .leases import Tokens
 from .model import (BURIED, COMPLETED, DEADLINE_SOON, DELAYED, DELETED, READY, RESERVED,
                     TIMED_OUT, TOKEN_CHECKED, TOKEN_REQUIRED, URGENT_RANK)
 from .outcomes import Outcomes
 from .records import Job, Owner, Queue
 from .scheduling import SAFETY_MARGIN_MS, Scheduling, _INF
-from .transitions import GONE, NEW, check
+from .transitions import GONE, NEW, TABLE, check
+
+#: Rows of the hottest transitions, looked up by the state before (others: check()).
+_RESERVE_ROWS = {p: TABLE[(p, "reserve", RESERVED)] for p in (READY, DELAYED, BURIED)}
 
 
 def _top(heap: list):
@@ -65,7 +67,7 @@ class Engine(Scheduling, Outcomes, Extras):
         self.feed = Feed(self.clock)
         if journal is not None:
             self.feed.add_sink(journal.on_events)
-        self.tokens = Tokens()
+        self.leases = 0              # lease numbers handed out (core/leases.py)
         self.policies: dict = {}
         self.jobs: dict[int, Job] = {}
         self.queues: dict[str, Queue] = {}
@@ -187,12 +189,13 @@ class Engine(Scheduling, Outcomes, Extras):
         """Reserve `job` (out of its index already, state not yet changed) for `owner` with a
         new lease token; emits `reserve`."""
         prev = job.state
-        row = check(prev, "reserve", RESERVED)
+        row = _RESERVE_ROWS.get(prev) or check(prev, "reserve", RESERVED)
         job.state = RESERVED
         job.hver += 1
         job.owner = owner
         job.reserves += 1
-        job.token = self.tokens.next()
+        self.leases += 1
+        job.token = self.leases
         job.lease_mode = mode
         if owner.ttr_ms:
             job.ttr_ms = owner.ttr_ms
@@ -203,8 +206,10 @@ class Engine(Scheduling, Outcomes, Extras):
         owner.reserved[job.id] = job
         _compact(self._reserved, self.n_reserved)
         self._arm(job.deadline)
-        self._emit(job, row, prev, owner.dialect, owner.name, None,
-                   owner.durable or mode == TOKEN_REQUIRED)
+        feed = self.feed
+        if feed.active:
+            feed.emit(job, row.events, prev, owner.dialect,
+                      owner.durable or mode == TOKEN_REQUIRED, owner.name)
 
     def _leave(self, job: Job, q: Queue) -> None:
         """Take `job` out of its current state's index (its heap entries go stale)."""
@@ -412,10 +417,12 @@ class Engine(Scheduling, Outcomes, Extras):
         if job.ext is not None:
             self._unindex(job)
         q.deletes += 1
-        if owner is not None:
-            self._emit(job, row, prev, owner.dialect, owner.name)
-        else:
-            self._emit(job, row, prev, dialect)
+        feed = self.feed
+        if feed.active:
+            if owner is not None:
+                feed.emit(job, row.events, prev, owner.dialect, True, owner.name)
+            else:
+                feed.emit(job, row.events, prev, dialect)
         self._gc(q)
         return True
 

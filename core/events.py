@@ -136,25 +136,33 @@ class Feed:
         self.subs: tuple = ()
         self.watchers: dict = {}
         self.seq = 0
+        #: True while some sink or subscription consumes events (the engine skips emit() when
+        #: nothing does: memory mode without subscribers)
+        self.active = False
 
     def add_sink(self, fn) -> None:
         """Register a synchronous sink (called after subscriptions, in registration order)."""
         self.sinks = self.sinks + (fn,)
+        self.active = True
 
     def subscribe(self, queues=None, maxlen: int = DEFAULT_MAXLEN, notify=None) -> Subscription:
         """A new Subscription (see its docstring); events from now on."""
         s = Subscription(self, queues, maxlen, notify)
         self.subs = self.subs + (s,)
+        self.active = True
         return s
 
     def _unsubscribe(self, s: Subscription) -> None:
         self.subs = tuple(x for x in self.subs if x is not s)
+        self.active = bool(self.sinks or self.subs)
 
     def emit(self, job, events: tuple, prev: str, dialect: str, durable: bool = True,
              worker: str | None = None, error=None, at: int = 0) -> None:
         """One transition of `job` (already in its new state): its `events` in order.
         `error`: the failure's text, str or bytes (None: no failure, or none given); `at`: wall
         ms (0: now)."""
+        if not self.active:
+            return
         if not at:
             at = self.clock.wall_ms()
         if self.subs:

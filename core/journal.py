@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import msgpack
 
+from .leases import token_str
 from .model import DELAYED, DELETED, RESERVED, TOKEN_REQUIRED
 
 _pack_extras = msgpack.Packer(use_bin_type=True).pack
@@ -105,7 +106,6 @@ class Journal:
         `fail` events. The history row also carries the job's uid, priority and payload size.
         """
         if self.history:
-            at = at or self.clock.wall_ms()
             for ev in events:
                 self.events.append((job.id, job.queue, dialect, ev, at, job.reserves, job.uid,
                                     job.priority, len(job.payload), worker,
@@ -163,7 +163,7 @@ class Journal:
                 upd = (st, job.priority, ready_at, job.delay_ms, job.ttr_ms, job.reserves,
                        job.timeouts, job.releases, job.buries, job.kicks, job.fails, exp, ext)
                 if leased:
-                    b.reservations.append(upd + (job.token, job.owner.name,
+                    b.reservations.append(upd + (token_str(job.token), job.owner.name,
                                                  now_wall + (job.deadline - now_mono), job.id))
                 elif job.result is not None:
                     b.results.append(upd + (job.result, 1 if job.result_ok else 0, job.id))
@@ -182,7 +182,7 @@ class Journal:
                     full.append(row + (job.reserves, job.timeouts, job.releases, job.buries,
                                        job.kicks, job.fails, job.result,
                                        1 if job.result_ok else 0)
-                                + ((job.token, job.owner.name,
+                                + ((token_str(job.token), job.owner.name,
                                     now_wall + (job.deadline - now_mono)) if leased
                                    else (None, None, None)))
                 else:

@@ -3,7 +3,8 @@
 A token names one reservation of one job: it is issued when the job is reserved (beanstalk
 reserve, workq lease, bunqueue PULL) and void once the job leaves the reserved state (delete,
 release, bury, completion, failure, TTR expiry, the owner's connection closing). Tokens are
-UUIDv4-shaped strings, unique within the process and not predictable from another process's.
+UUIDv4-shaped strings, unique within the process and not predictable from another process's;
+the engine numbers leases and makes a token's string only when it is asked for (token_str).
 
 How a presented token is treated depends on the reservation's mode (core.model):
 
@@ -40,24 +41,18 @@ TOKEN_MISMATCH = 3
 
 _MASK = (1 << 122) - 1
 _STEP = 0x9E3779B97F4A7C15F39CC0605CEDC835   # odd: n -> n * _STEP is a bijection mod 2^122
+_SALT = int.from_bytes(os.urandom(16), "big") & _MASK   # per process
 
 
-class Tokens:
-    """Issues lease tokens (see the module docstring). `next()` -> str."""
-
-    __slots__ = ("_salt", "_n")
-
-    def __init__(self) -> None:
-        self._salt = int.from_bytes(os.urandom(16), "big") & _MASK
-        self._n = 0
-
-    def next(self) -> str:
-        """A new token: 122 bits that differ for every call, as a UUIDv4 string."""
-        self._n += 1
-        x = ((self._n * _STEP) ^ self._salt) & _MASK
-        return "%08x-%04x-4%03x-%04x-%012x" % (
-            x >> 90, (x >> 74) & 0xFFFF, (x >> 62) & 0xFFF, 0x8000 | ((x >> 48) & 0x3FFF),
-            x & 0xFFFFFFFFFFFF)
+def token_str(lease) -> str:
+    """The token of a lease: `lease` is the engine's lease number (an int: the string is made
+    only when someone asks for it) or a token restored from storage (a str)."""
+    if lease.__class__ is str:
+        return lease
+    x = ((lease * _STEP) ^ _SALT) & _MASK
+    return "%08x-%04x-4%03x-%04x-%012x" % (
+        x >> 90, (x >> 74) & 0xFFFF, (x >> 62) & 0xFFF, 0x8000 | ((x >> 48) & 0x3FFF),
+        x & 0xFFFFFFFFFFFF)
 
 
 def check(job, token) -> int:
@@ -70,7 +65,7 @@ def check(job, token) -> int:
         return LEASE_OK
     if token is None:
         return TOKEN_MISSING if mode == TOKEN_REQUIRED else LEASE_OK
-    return LEASE_OK if token == job.token else TOKEN_MISMATCH
+    return LEASE_OK if token == token_str(job.token) else TOKEN_MISMATCH
 
 
 def renewable(job, token) -> bool:
@@ -78,4 +73,4 @@ def renewable(job, token) -> bool:
     presented token matches (no token, or a TOKEN_IGNORED lease, always may)."""
     if job.state != "reserved":
         return False
-    return token is None or job.lease_mode == TOKEN_IGNORED or token == job.token
+    return token is None or job.lease_mode == TOKEN_IGNORED or token == token_str(job.token)

@@ -62,8 +62,9 @@ class Reserved(NamedTuple):
 
     `uid` is None for a job created without a client uid (derived_uid(id) names it for other
     dialects); `fmt`: payload encoding (0 raw bytes, 1 MessagePack); `ttr_ms`: the lease's TTR;
-    `token`: the lease token (core/leases.py); `committed`: the job's row is already stored, so
-    a reply that hands it out need not wait for a commit.
+    `lease`: the lease (its number; `token()` is the lease token, core/leases.py);
+    `committed`: the job's row is already stored, so a reply that hands it out need not wait
+    for a commit.
     """
 
     id: int
@@ -72,8 +73,13 @@ class Reserved(NamedTuple):
     payload: bytes
     fmt: int
     ttr_ms: int
-    token: str
+    lease: object
     committed: bool
+
+    def token(self) -> str:
+        """The lease token of this reservation (core/leases.py)."""
+        from .leases import token_str
+        return token_str(self.lease)
 
     def any_uid(self) -> str:
         """The uid other dialects use for this job: the client's, or derived_uid(id)."""

@@ -22,7 +22,8 @@ class Job:
     reserved), owner (the Owner holding the reservation), counters reserves / timeouts / releases /
     buries / kicks, dialect (str that created it), hver (heap-entry version, internal),
     in_db (0, or the number of the journal batch that inserted the row: internal).
-    Lease (core/leases.py): token (the lease token while reserved, else None), lease_mode
+    Lease (core/leases.py): token (while reserved: the lease number, an int, or a token string
+    restored from storage; else None; core.leases.token_str gives the string), lease_mode
     (core.model TOKEN_*).
     Finishing fields: ttl_ms (the TTL the client gave, ms, 0 = none), expires_at (monotonic ms
     when the job is evicted, 0 = never), max_attempts / max_fails (0 = unlimited / none),

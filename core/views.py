@@ -9,15 +9,18 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
+from .leases import token_str
 from .model import (DELAYED, RESERVED, JobView, LeaseView, QueueView, Reserved, ServerStats,
                     derived_uid)
+
+_new = tuple.__new__
 
 
 def reserved(engine, job) -> Reserved:
     """The Reserved value of a job that was just reserved."""
     j = engine.journal
-    return Reserved(job.id, job.uid, job.queue, job.payload, job.fmt, job.ttr_ms, job.token,
-                    j is None or (job.in_db != 0 and job.in_db <= j.committed))
+    return _new(Reserved, (job.id, job.uid, job.queue, job.payload, job.fmt, job.ttr_ms,
+                           job.token, j is None or (job.in_db != 0 and job.in_db <= j.committed)))
 
 
 def job_view(engine, job) -> JobView:
@@ -32,15 +35,15 @@ def job_view(engine, job) -> JobView:
         left = at - now
         due = clock.wall_ms() + left
         if st is RESERVED:
-            lease = LeaseView(job.token, job.lease_mode, job.owner.name, left, due)
+            lease = LeaseView(token_str(job.token), job.lease_mode, job.owner.name, left, due)
     ext = job.ext
-    return JobView(
+    return _new(JobView, (
         job.id, job.uid if job.uid is not None else derived_uid(job.id), job.uid is not None,
         job.queue, job.payload, job.fmt, job.priority, st, job.dialect, job.created_ms,
         job.delay_ms, job.ttr_ms, job.ttl_ms, job.sched_ms, job.max_attempts, job.max_fails,
         job.reserves, job.timeouts, job.releases, job.buries, job.kicks, job.fails, job.result,
         job.result_ok, None if ext is None else MappingProxyType(ext),
-        ext is not None and bool(ext.get("deps")), left, due, lease)
+        ext is not None and bool(ext.get("deps")), left, due, lease))
 
 
 def queue_view(engine, q) -> QueueView:

@@ -204,13 +204,13 @@ def _pull_reply(sess, jobs: list, locked: bool, batch: bool):
     if batch:
         raw = [("jobs", _array(bodies))]
         if locked:
-            raw.append(("tokens", pack([r.token for r in jobs])))
+            raw.append(("tokens", pack([r.token() for r in jobs])))
         return Spliced({"ok": True}, raw)
     if not jobs:
         return {"ok": True, "job": None, "token": None} if locked else {"ok": True, "job": None}
     raw = [("job", bodies[0])]
     if locked:
-        raw.append(("token", pack(jobs[0].token)))
+        raw.append(("token", pack(jobs[0].token())))
     return Spliced({"ok": True}, raw)
 
 
