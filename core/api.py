@@ -115,7 +115,7 @@ class Port:
     """
 
     def __init__(self, engine) -> None:
-        self.engine = engine
+        self._engine = engine   # core.engine.Engine: never reached from outside core
         self.clock = engine.clock
         j = engine.journal
         self._journal = j
@@ -145,31 +145,31 @@ class Port:
         """Load every stored job into the (empty) engine from `store` (StorePort): reserved
         jobs ready again, except stored leases (core/leases.py). Returns how many."""
         from .recovery import restore
-        return restore(self.engine, store.stream())
+        return restore(self._engine, store.stream())
 
     def tick(self) -> None:
         """Run every timer due now (the gateway calls it at next_due())."""
-        self.engine.tick()
+        self._engine.tick()
 
     def next_due(self):
         """Monotonic ms of the earliest timer, or None."""
-        return self.engine.next_due()
+        return self._engine.next_due()
 
     def set_wakeup(self, fn) -> None:
         """`fn()` is called when a timer earlier than the last next_due() is armed."""
-        self.engine.wakeup = fn
+        self._engine.wakeup = fn
 
     def set_policy(self, dialect: str, policy: JobPolicy) -> None:
         """How the engine treats jobs `dialect` creates (core/failures.py)."""
-        self.engine.policies[dialect] = policy
+        self._engine.policies[dialect] = policy
 
     @property
     def draining(self) -> bool:
         """True while puts are refused (SIGUSR1)."""
-        return self.engine.draining
+        return self._engine.draining
 
     def set_draining(self, on: bool) -> None:
-        self.engine.draining = on
+        self._engine.draining = on
 
     def commit_mark(self) -> int:
         """See Persistence.commit_mark (0 in memory mode)."""
@@ -183,25 +183,25 @@ class Port:
 
     def stats(self) -> ServerStats:
         """Server-wide counts."""
-        return server_stats(self.engine)
+        return server_stats(self._engine)
 
     def subscribe(self, queues=None, maxlen: int = DEFAULT_MAXLEN, notify=None) -> Subscription:
         """Events of `queues` (None: all) from now on, in a buffer of `maxlen` events that
         drops the oldest when full (core/events.py). Close it when done."""
-        return self.engine.feed.subscribe(queues, maxlen, notify)
+        return self._engine.feed.subscribe(queues, maxlen, notify)
 
     # ------------------------------------------------------------- queues
     def attach(self, queue: str, role: str) -> None:
         """Count a connection's reference to `queue`: role "using" or "watching"."""
-        self.engine.attach(queue, role)
+        self._engine.attach(queue, role)
 
     def detach(self, queue: str, role: str) -> None:
         """Drop a reference taken with attach(); an empty unreferenced queue goes."""
-        self.engine.detach(queue, role)
+        self._engine.detach(queue, role)
 
     def keep(self, queue: str, keep: bool = True) -> None:
         """Keep `queue` while empty (workq names, a bunqueue pause) or stop keeping it."""
-        e = self.engine
+        e = self._engine
         if keep:
             e.queue(queue).keep = True
         elif queue in e.queues:
@@ -211,25 +211,25 @@ class Port:
 
     def pause(self, queue: str, ms: int) -> bool:
         """Pause `queue` for `ms` ms (0: resume); False when it does not exist."""
-        return self.engine.pause(queue, ms)
+        return self._engine.pause(queue, ms)
 
     def queue(self, name: str) -> QueueView | None:
         """A snapshot of queue `name`, or None."""
-        q = self.engine.queues.get(name)
-        return None if q is None else queue_view(self.engine, q)
+        q = self._engine.queues.get(name)
+        return None if q is None else queue_view(self._engine, q)
 
     def queue_names(self) -> list:
         """Live queue names in beanstalkd's order (creation, swap-remove on removal)."""
-        return list(self.engine.queue_order)
+        return list(self._engine.queue_order)
 
     def queue_views(self) -> list:
         """Snapshots of every live queue, in queue_names() order."""
-        e = self.engine
+        e = self._engine
         return [queue_view(e, e.queues[n]) for n in e.queue_order]
 
     def priority_counts(self, queue: str, delayed: bool = True) -> dict:
         """Ready (and, with `delayed`, delayed but not blocked) jobs of `queue` per rank."""
-        e = self.engine
+        e = self._engine
         q = e.queues.get(queue)
         out: dict = {}
         if q is None:
@@ -256,11 +256,11 @@ class Port:
 
     def release_owner(self, owner: Owner) -> None:
         """The owner is gone: withdraw its wait, return its jobs to ready (`abandon`)."""
-        self.engine.release_owner(owner._o)
+        self._engine.release_owner(owner._o)
 
     def cancel_wait(self, owner: Owner) -> bool:
         """Withdraw `owner`'s waiting reserve without calling back; True if one was."""
-        return self.engine.cancel_wait(owner._o)
+        return self._engine.cancel_wait(owner._o)
 
     # ---------------------------------------------------------- producers
     def put(self, queue: str, payload: bytes, priority: int, delay_ms: int, ttr_ms: int,
@@ -273,33 +273,33 @@ class Port:
         `max_attempts` / `max_fails`: 0 = unlimited / the first failure is final; `sched_ms`:
         wall ms of a workq schedule time; `event`: put, add, schedule, run or push;
         `fmt`: payload encoding (0 raw, 1 MessagePack)."""
-        return self.engine.put(queue, payload, priority, delay_ms, ttr_ms, dialect, uid, ttl_ms,
+        return self._engine.put(queue, payload, priority, delay_ms, ttr_ms, dialect, uid, ttl_ms,
                                expire_ms, max_attempts, max_fails, sched_ms, event, ext, fmt).id
 
     def put_many(self, queue: str, items: list, ttr_ms: int, dialect: str, max_fails: int,
                  event: str) -> list:
         """Create ready jobs of rank 0 from (payload, fmt, uid, ext | None) items in one pass;
         returns their ids in order."""
-        return [j.id for j in self.engine.put_plain(queue, items, ttr_ms, dialect, max_fails,
+        return [j.id for j in self._engine.put_plain(queue, items, ttr_ms, dialect, max_fails,
                                                     event)]
 
     def burn_id(self) -> None:
         """Use up one job id without a job (beanstalkd makes the job before it reads a body
         that then fails, or before refusing a put while draining)."""
-        self.engine.next_id += 1
+        self._engine.next_id += 1
 
     def uid_taken(self, uid: str) -> bool:
         """True when a new job may not take `uid` (a live job has it, or it is derived)."""
-        return self.engine.uid_taken(uid)
+        return self._engine.uid_taken(uid)
 
     def dedup(self, queue: str, key: str) -> str | None:
         """The uid of the unfinished job of `queue` holding dedup key `key`, or None."""
-        job = self.engine.dedup_job(queue, key)
-        return None if job is None else self.engine.uid_of(job)
+        job = self._engine.dedup_job(queue, key)
+        return None if job is None else self._engine.uid_of(job)
 
     def dependency_met(self, uid: str) -> bool:
         """True when job `uid` has completed (or is gone after completing)."""
-        return self.engine.dependency_met(uid)
+        return self._engine.dependency_met(uid)
 
     # ---------------------------------------------------------- consumers
     def _owned(self, owner: Owner, ttr_ms: int, worker):
@@ -311,7 +311,7 @@ class Port:
         return o
 
     def _result_cb(self, callback):
-        e = self.engine
+        e = self._engine
 
         def cb(x):
             callback(reserved(e, x) if x.__class__ is Job else x)
@@ -332,87 +332,87 @@ class Port:
         if owner._cb != callback:   # the same bound method each time: one adapter
             owner._cb = callback
             owner._adapter = self._result_cb(callback)
-        r = self.engine.reserve(o, queues, timeout_ms, owner._adapter, mode)
+        r = self._engine.reserve(o, queues, timeout_ms, owner._adapter, mode)
         if r.__class__ is Job:
-            return reserved(self.engine, r)
+            return reserved(self._engine, r)
         return r if r is TIMED_OUT or r is DEADLINE_SOON else WAITING
 
     def reserve_many(self, owner: Owner, queue: str, n: int, mode: int = TOKEN_CHECKED,
                      ttr_ms: int = 0, worker: str | None = None) -> list:
         """Reserve up to `n` ready jobs of `queue` now (none while it is paused): Reserveds."""
         o = self._owned(owner, ttr_ms, worker)
-        e = self.engine
+        e = self._engine
         return [reserved(e, j) for j in e.reserve_many(o, queue, n, mode)]
 
     def reserve_job(self, owner: Owner, id: int) -> Reserved | None:
         """Reserve job `id` when it is ready, delayed or buried (beanstalk reserve-job)."""
-        job = self.engine.reserve_job(owner._o, id)
-        return None if job is None else reserved(self.engine, job)
+        job = self._engine.reserve_job(owner._o, id)
+        return None if job is None else reserved(self._engine, job)
 
     def release(self, owner: Owner, id: int, priority: int, delay_ms: int) -> bool:
         """Return a job `owner` holds to ready (delayed `delay_ms` ms when > 0), with a new
         rank; False when `owner` does not hold it (beanstalk NOT_FOUND)."""
-        return self.engine.release(owner._o, id, priority, delay_ms)
+        return self._engine.release(owner._o, id, priority, delay_ms)
 
     def bury(self, owner: Owner, id: int, priority: int) -> bool:
         """Bury a job `owner` holds, with a new rank; False when it does not hold it."""
-        return self.engine.bury(owner._o, id, priority)
+        return self._engine.bury(owner._o, id, priority)
 
     def touch(self, owner: Owner, id: int) -> bool:
         """Restart the TTR of a job `owner` holds; False when it does not hold it."""
-        return self.engine.touch(owner._o, id)
+        return self._engine.touch(owner._o, id)
 
     def delete(self, owner: Owner, id: int) -> bool:
         """beanstalk delete: any visible job but one another owner holds or a completed one."""
-        return self.engine.delete(owner._o, id)
+        return self._engine.delete(owner._o, id)
 
     def kick(self, queue: str, bound: int, dialect: str) -> int:
         """Kick up to `bound` buried jobs of `queue` (else delayed ones); returns how many."""
-        return self.engine.kick(queue, bound, dialect)
+        return self._engine.kick(queue, bound, dialect)
 
     def kick_job(self, id: int, dialect: str) -> bool:
         """Kick one buried or delayed job; False otherwise."""
-        return self.engine.kick_job(id, dialect)
+        return self._engine.kick_job(id, dialect)
 
     # ----------------------------------------------------------- any job
     def find(self, uid: str) -> int | None:
         """The id of the live job whose uid (client or derived) is `uid`, or None."""
-        job = self.engine.find_uid(uid)
+        job = self._engine.find_uid(uid)
         return None if job is None else job.id
 
     def job(self, id: int) -> JobView | None:
         """A snapshot of live job `id` (any state), or None."""
-        job = self.engine.jobs.get(id)
-        return None if job is None else job_view(self.engine, job)
+        job = self._engine.jobs.get(id)
+        return None if job is None else job_view(self._engine, job)
 
     def lookup(self, uid: str) -> JobView | None:
         """A snapshot of the live job named `uid`, or None."""
-        job = self.engine.find_uid(uid)
-        return None if job is None else job_view(self.engine, job)
+        job = self._engine.find_uid(uid)
+        return None if job is None else job_view(self._engine, job)
 
     def peek(self, id: int) -> JobView | None:
         """Job `id` in a state beanstalk sees (not completed), or None."""
-        job = self.engine.peek(id)
-        return None if job is None else job_view(self.engine, job)
+        job = self._engine.peek(id)
+        return None if job is None else job_view(self._engine, job)
 
     def peek_ready(self, queue: str) -> JobView | None:
         """The job reserve would take next from `queue` (ignoring a pause), or None."""
-        job = self.engine.peek_ready(queue)
-        return None if job is None else job_view(self.engine, job)
+        job = self._engine.peek_ready(queue)
+        return None if job is None else job_view(self._engine, job)
 
     def peek_delayed(self, queue: str) -> JobView | None:
         """The delayed job of `queue` with the least time left, or None."""
-        job = self.engine.peek_delayed(queue)
-        return None if job is None else job_view(self.engine, job)
+        job = self._engine.peek_delayed(queue)
+        return None if job is None else job_view(self._engine, job)
 
     def peek_buried(self, queue: str) -> JobView | None:
         """The oldest buried job of `queue`, or None."""
-        job = self.engine.peek_buried(queue)
-        return None if job is None else job_view(self.engine, job)
+        job = self._engine.peek_buried(queue)
+        return None if job is None else job_view(self._engine, job)
 
     def jobs(self, queue: str, states=None) -> list:
         """Snapshots of the live jobs of `queue` (of `states` when given), in id order."""
-        e = self.engine
+        e = self._engine
         sel = [j for j in e.jobs.values() if j.queue == queue
                and (states is None or j.state in states)]
         sel.sort(key=lambda j: j.id)
@@ -420,19 +420,19 @@ class Port:
 
     def dead_letters(self, queue: str) -> list:
         """Snapshots of the buried jobs of `queue` (failed ones included), in bury order."""
-        e = self.engine
+        e = self._engine
         q = e.queues.get(queue)
         return [] if q is None else [job_view(e, j) for j in q.buried.values()]
 
     def ready_page(self, queue: str, offset: int, limit: int) -> list:
         """Ready jobs of `queue` in serve order, [offset, offset + limit)."""
-        e = self.engine
+        e = self._engine
         q = e.queues.get(queue)
         return [] if q is None else [job_view(e, j) for j in e.ready_page(q, offset, limit)]
 
     def delayed_page(self, queue: str, offset: int, limit: int) -> list:
         """Delayed jobs of `queue`, soonest first, [offset, offset + limit)."""
-        e = self.engine
+        e = self._engine
         q = e.queues.get(queue)
         return [] if q is None else [job_view(e, j) for j in e.delayed_page(q, offset, limit)]
 
@@ -440,7 +440,7 @@ class Port:
     def check_lease(self, id: int, token: str | None) -> int:
         """Whether `token` may finish job `id` now: LEASE_OK, NOT_ACTIVE (gone or not
         reserved), TOKEN_MISSING or TOKEN_MISMATCH (core/leases.py)."""
-        job = self.engine.jobs.get(id)
+        job = self._engine.jobs.get(id)
         return NOT_ACTIVE if job is None else _check_lease(job, token)
 
     def renew(self, id: int, token: str | None = None, ttr_ms: int = 0,
@@ -448,7 +448,7 @@ class Port:
         """Renew the lease of reserved job `id` whoever holds it (a presented token must
         match): deadline = now + `ttr_ms` (0: its TTR). `extras`: set with it (not stored on
         their own). False when it is not reserved or the token does not match."""
-        e = self.engine
+        e = self._engine
         job = e.jobs.get(id)
         if job is None or not _renewable(job, token):
             return False
@@ -459,7 +459,7 @@ class Port:
     def complete(self, id: int, result: bytes, dialect: str, extras: dict | None = None) -> bool:
         """Finish job `id` with `result` (any state, whoever holds it). `extras`: set first.
         False when it is gone or already has a result."""
-        e = self.engine
+        e = self._engine
         job = e.jobs.get(id)
         if job is None or job.result is not None or job.state is COMPLETED:
             return False
@@ -473,16 +473,16 @@ class Port:
         `backoff_ms` ms) while attempts remain, else failed for good (buried with the result).
         `failure` is recorded with the job (core/failures.py). Returns "retried", "dead", or
         False when the job is gone or already has a result."""
-        job = self.engine.jobs.get(id)
+        job = self._engine.jobs.get(id)
         if job is None:
             return False
-        return self.engine.fail(job, result, dialect, backoff_ms, failure, unrecoverable)
+        return self._engine.fail(job, result, dialect, backoff_ms, failure, unrecoverable)
 
     def dead_letter(self, id: int, result: bytes, dialect: str,
                     extras: dict | None = None) -> bool:
         """Fail job `id` for good now (bunqueue Discard); `extras` set after. False when it is
         gone or finished."""
-        e = self.engine
+        e = self._engine
         job = e.jobs.get(id)
         if job is None or not e.dead_letter(job, result, dialect):
             return False
@@ -493,7 +493,7 @@ class Port:
     def remove(self, id: int, dialect: str, event: str = "delete") -> bool:
         """Delete job `id` in any state, whoever holds it (workq delete; bunqueue Cancel,
         removeOn*, Drain, Obliterate, Clean, PurgeDlq: `event`). False when it is gone."""
-        return self.engine.delete(None, id, dialect, force=True, event=event)
+        return self._engine.delete(None, id, dialect, force=True, event=event)
 
     def requeue(self, id: int, delay_ms: int, event: str, dialect: str,
                 extras: dict | None = None, drop=(), reset_fails: bool = False) -> bool:
@@ -502,7 +502,7 @@ class Port:
         or completed). Then `extras` are set and the keys in `drop` removed; `reset_fails`
         starts its failure count over. False when it is gone; IllegalTransition when `event`
         does not apply to its state."""
-        e = self.engine
+        e = self._engine
         job = e.jobs.get(id)
         if job is None:
             return False
@@ -515,32 +515,32 @@ class Port:
 
     def change_priority(self, id: int, priority: int, dialect: str) -> bool:
         """Set job `id`'s rank (a ready job moves at once). False when it is gone."""
-        job = self.engine.jobs.get(id)
+        job = self._engine.jobs.get(id)
         if job is None:
             return False
-        self.engine.change_priority(job, priority, dialect)
+        self._engine.change_priority(job, priority, dialect)
         return True
 
     def replace_payload(self, id: int, payload: bytes, fmt: int) -> bool:
         """Replace job `id`'s payload in place (bunqueue Update). False when it is gone."""
-        job = self.engine.jobs.get(id)
+        job = self._engine.jobs.get(id)
         if job is None:
             return False
-        self.engine.replace_payload(job, payload, fmt)
+        self._engine.replace_payload(job, payload, fmt)
         return True
 
     def update_extras(self, id: int, fields: dict, drop=(), persist: bool = True) -> bool:
         """Set extras `fields` of job `id` and remove the keys in `drop`; `persist`: store with
         the next commit (else with the row's next write). False when it is gone."""
-        job = self.engine.jobs.get(id)
+        job = self._engine.jobs.get(id)
         if job is None:
             return False
-        self.engine.update_ext(job, fields, drop, persist)
+        self._engine.update_ext(job, fields, drop, persist)
         return True
 
     # ------------------------------------------------------------ results
     def _outcome_cb(self, callback):
-        e = self.engine
+        e = self._engine
 
         def cb(x):
             callback(job_view(e, x) if x.__class__ is Job else x)
@@ -550,7 +550,7 @@ class Port:
         """The result of job `id`: its JobView when it is finished (or None when it is gone);
         TIMED_OUT when it is not and `timeout_ms` <= 0; else a handle for cancel_result_wait,
         and `callback` later gets the finished JobView or TIMED_OUT."""
-        e = self.engine
+        e = self._engine
         job = e.jobs.get(id)
         if job is None:
             return None
@@ -562,12 +562,12 @@ class Port:
         """workq `run`: put a job and wait for its result; `callback` gets the finished
         JobView, or TIMED_OUT (no worker within `wait_ms` ms, or its lease ran out); the job is
         deleted either way. Returns a handle for cancel_result_wait."""
-        return self.engine.run(queue, payload, priority, ttr_ms, wait_ms, uid, dialect,
+        return self._engine.run(queue, payload, priority, ttr_ms, wait_ms, uid, dialect,
                                self._outcome_cb(callback))
 
     def cancel_result_wait(self, handle) -> bool:
         """Withdraw a result wait (its client is gone); a run's job is deleted."""
-        return self.engine.cancel_result_wait(handle)
+        return self._engine.cancel_result_wait(handle)
 
 
 # Names the dialects use with the port (re-exported so that they import core.api only).

@@ -287,6 +287,23 @@ class _RefAdapter:
         self.real.stop()
         return b"", b""
 
+    def advance(self, ms: int) -> None:
+        """The reference runs on the real clock: let `ms` ms pass."""
+        time.sleep(ms / 1000)
+
+
+def bq_clocked_start(tmp_dir):
+    """A jobgate server in this process on a manual clock (tests/inproc.py) with beanstalk,
+    workq and bunqueue listeners (SQLite file in `tmp_dir`); `advance(ms)` moves its clock.
+    In reference mode, the real bunqueue server, whose `advance(ms)` sleeps."""
+    if reference_mode():
+        return _RefAdapter()
+    from .inproc import InProcServer
+    s = InProcServer(f"sqlite:///{tmp_dir}/jobgate.db")
+    s.bunqueue_port = s.ports["bunqueue"]
+    s.port_beanstalk = s.ports["beanstalk"]
+    return s
+
 
 def bq_server_start(tmp_dir, *, token: str | None = None, rate_limit: int | None = None,
                     workq: bool = False):

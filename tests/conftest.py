@@ -68,6 +68,16 @@ def server(sqlite_url):
 
 
 @pytest.fixture
+def clocked(sqlite_url):
+    """A jobgate server in this process on a manual clock (tests/inproc.py): every dialect on
+    a free port (`clocked.ports[name]`), SQLite, durability commit; `clocked.advance(ms)`."""
+    from .inproc import InProcServer
+    s = InProcServer(sqlite_url)
+    yield s
+    s.stop()
+
+
+@pytest.fixture
 def mem_server():
     """A running jobgate server with durability memory."""
     s = Server(None, durability="memory")

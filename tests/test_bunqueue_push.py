@@ -6,11 +6,11 @@ Contract, reference mode and conventions of these command tests: tests/bunqueue_
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 
-from .bunqueue_support import GETJOB_KEYS, OK, UNDEF, counts, err, job, jobgate_only, keys, qname
+from .bunqueue_support import (GETJOB_KEYS, OK, UNDEF, Connections, bq_clocked_start, counts, err,
+                               job, jobgate_only, keys, qname)
 
 UUID7 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 
@@ -254,23 +254,42 @@ def test_remove_on_fail_deletes_the_job(bq):
     assert c.counts(q) == counts() and c.call("Dlq", queue=q)["jobs"] == []
 
 
-def test_push_ttl_expires_a_waiting_job(bq):
+@pytest.fixture(scope="module")
+def clocked_server(tmp_path_factory):
+    """A server in this process on a manual clock (tests/inproc.py) for the TTL tests: time
+    moves when they say so (the reference, in reference mode, sleeps instead)."""
+    s = bq_clocked_start(tmp_path_factory.mktemp("bqttl"))
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def clocked(clocked_server):
+    """(open a connection, advance the clock by ms)."""
+    conns = Connections(clocked_server.bunqueue_port)
+    yield conns.open, clocked_server.advance
+    conns.close_all()
+
+
+def test_push_ttl_expires_a_waiting_job(clocked):
+    bq, advance = clocked
     c = bq()
     q = qname()
     id = c.push(q, 1, ttl=300)
     keep = c.push(q, 2)
-    time.sleep(0.6)
+    advance(600)
     assert c.pull(q)["job"]["id"] == keep            # the expired job is never served
     assert c.call("PULL", queue=q) == {"ok": True, "job": None}
     assert c.state(id) == "unknown"
 
 
-def test_push_ttl_spares_an_active_job(bq):
+def test_push_ttl_spares_an_active_job(clocked):
+    bq, advance = clocked
     c = bq()
     q = qname()
     id = c.push(q, 1, ttl=300)
     c.pull(q)
-    time.sleep(0.6)
+    advance(600)
     assert c.state(id) == "active"
     assert c.call("ACK", id=id) == OK
 

@@ -4,12 +4,14 @@ what it pulled to waiting without counting an attempt; a lock (lockTtl) that pas
 JobHeartbeat / ExtendLock is released (stallCount + 1, the old token refused); heartbeats keep
 the job active.
 
-Real sleeps, each well under 1.5 s, only where a lock has to run out; waits poll the job state
-and never assert how fast something happened.
+The server runs in the test process on a manual clock (tests/inproc.py): where a lock has to
+run out, the test moves the clock (`advance`) instead of sleeping; waits poll the job state and
+never assert how fast something happened.
 
-Against the reference (JOBGATE_BQ_REFERENCE=1) two tests are skipped: bunqueue 2.9.5 accepts a
-late ACK with the expired lock's token while the job waits again (it completes the job), and a
-job pulled without `owner` has no lock there, so lockTtl does not release it.
+Against the reference (JOBGATE_BQ_REFERENCE=1) `advance` sleeps, and two tests are skipped:
+bunqueue 2.9.5 accepts a late ACK with the expired lock's token while the job waits again (it
+completes the job), and a job pulled without `owner` has no lock there, so lockTtl does not
+release it.
 """
 from __future__ import annotations
 
@@ -17,7 +19,21 @@ import time
 
 import pytest
 
-from .bunqueue_support import OK, job, qname, reference_mode, wait_until
+from .bunqueue_support import OK, bq_clocked_start, job, qname, reference_mode, wait_until
+
+
+@pytest.fixture(scope="module")
+def bq_server(tmp_path_factory):
+    """This module's server: in-process on a manual clock (the `bq` fixture connects to it)."""
+    s = bq_clocked_start(tmp_path_factory.mktemp("bqclock"))
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def advance(bq_server):
+    """`advance(ms)`: let `ms` ms pass on the server's clock."""
+    return bq_server.advance
 
 
 def _waiting(c, id) -> bool:
@@ -88,11 +104,12 @@ def test_closed_connection_with_a_waiting_pull_takes_no_job(bq):
 
 # ===================================================================== lock expiry
 @pytest.mark.skipif(reference_mode(), reason="the reference takes the late ACK (docstring)")
-def test_expired_lock_is_released(bq):
+def test_expired_lock_is_released(bq, advance):
     worker, c = bq(), bq()
     q = qname()
     id = c.push(q, 1)
     tok = worker.pull(q, owner="w", lockTtl=300)["token"]
+    advance(300)
     assert wait_until(lambda: _waiting(c, id), timeout=5)
     assert job(c, id)["stallCount"] == 1
     assert worker.call("ACK", id=id, token=tok) == \
@@ -110,24 +127,25 @@ def test_expired_lock_is_released(bq):
 
 
 @pytest.mark.skipif(reference_mode(), reason="no lock without owner in the reference")
-def test_expired_lock_without_owner_is_released(bq):
+def test_expired_lock_without_owner_is_released(bq, advance):
     worker, c = bq(), bq()
     q = qname()
     id = c.push(q, 1)
     worker.pull(q, lockTtl=300)
+    advance(300)
     assert wait_until(lambda: _waiting(c, id), timeout=5)
     assert job(c, id)["stallCount"] == 1
     assert worker.call("ACK", id=id) == \
         {"ok": False, "error": f"Job not found or not in processing state: {id}"}
 
 
-def test_job_heartbeat_keeps_the_lock(bq):
+def test_job_heartbeat_keeps_the_lock(bq, advance):
     worker, c = bq(), bq()
     q = qname()
     id = c.push(q, 1)
     tok = worker.pull(q, owner="w", lockTtl=400)["token"]
     for _ in range(6):                      # 0.9 s in all: more than twice the lock TTL
-        time.sleep(0.15)
+        advance(150)
         assert worker.call("JobHeartbeat", id=id, token=tok) == \
             {"ok": True, "data": {"ok": True}}
     assert c.state(id) == "active" and job(c, id)["stallCount"] == 0
@@ -135,57 +153,59 @@ def test_job_heartbeat_keeps_the_lock(bq):
     assert c.call("GetResult", id=id)["result"] == "done"
 
 
-def test_job_heartbeat_batch_keeps_the_locks(bq):
+def test_job_heartbeat_batch_keeps_the_locks(bq, advance):
     worker, c = bq(), bq()
     q = qname()
     ids = [c.push(q, i) for i in range(3)]
     toks = worker.ok("PULLB", queue=q, count=3, owner="w", lockTtl=400)["tokens"]
     for _ in range(6):
-        time.sleep(0.15)
+        advance(150)
         assert worker.call("JobHeartbeatB", ids=ids, tokens=toks) == \
             {"ok": True, "data": {"ok": True, "count": 3}}
     assert [c.state(i) for i in ids] == ["active"] * 3
     assert worker.call("ACKB", ids=ids, tokens=toks)["ok"] is True
 
 
-def test_extend_lock_keeps_the_job_active(bq):
+def test_extend_lock_keeps_the_job_active(bq, advance):
     worker, c = bq(), bq()
     q = qname()
     id = c.push(q, 1)
     tok = worker.pull(q, owner="w", lockTtl=300)["token"]
     assert worker.call("ExtendLock", id=id, token=tok, duration=10000) == OK
-    time.sleep(0.8)                          # well past the first 300 ms
+    advance(800)                             # well past the first 300 ms
     assert c.state(id) == "active" and job(c, id)["stallCount"] == 0
     assert worker.call("ACK", id=id, token=tok)["ok"] is True
 
 
-def test_heartbeat_with_a_wrong_token_does_not_keep_the_lock(bq):
+def test_heartbeat_with_a_wrong_token_does_not_keep_the_lock(bq, advance):
     worker, c = bq(), bq()
     q = qname()
     id = c.push(q, 1)
     worker.pull(q, owner="w", lockTtl=300)
     for _ in range(3):
-        time.sleep(0.1)
+        advance(100)
         r = worker.call("JobHeartbeat", id=id, token="not-the-token")
         assert r.get("ok") is False or r["data"]["ok"] is False
     assert wait_until(lambda: _waiting(c, id), timeout=5)
     assert job(c, id)["stallCount"] == 1
 
 
-def test_expired_lock_counts_an_attempt(bq):
+def test_expired_lock_counts_an_attempt(bq, advance):
     worker, c = bq(), bq()
     q = qname()
     id = c.push(q, 1)
     worker.pull(q, owner="w", lockTtl=300)
+    advance(300)
     assert wait_until(lambda: _waiting(c, id), timeout=5)
     assert job(c, id)["attempts"] == 1
 
 
-def test_expired_lock_at_the_last_attempt_dead_letters(bq):
+def test_expired_lock_at_the_last_attempt_dead_letters(bq, advance):
     worker, c = bq(), bq()
     q = qname()
     id = c.push(q, 1, maxAttempts=1)
     worker.pull(q, owner="w", lockTtl=300)
+    advance(300)
     assert wait_until(lambda: c.state(id) != "active", timeout=5)
     assert c.state(id) == "failed"
     (e,) = c.call("Dlq", queue=q)["entries"]

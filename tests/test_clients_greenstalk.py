@@ -284,14 +284,20 @@ class TestGreenstalk:
         gs.pause_tube("default", 0)
         assert gs.reserve(timeout=0).id == jid
 
-    def test_touch(self, server, gs):
+    def test_touch(self, clocked):
+        """On the in-process server's manual clock (tests/inproc.py): 1.3 s pass exactly."""
+        gs = greenstalk.Client((ADDR_HOST, clocked.ports["beanstalk"]))
+        self._clocked_touch(clocked, gs)
+        gs.close()
+
+    def _clocked_touch(self, clocked, gs):
         jid = gs.put("t", ttr=3)
         job = gs.reserve(timeout=1)
-        time.sleep(1.3)
+        clocked.advance(1300)
         assert gs.stats_job(jid)["time-left"] == 1
         gs.touch(job)
         assert gs.stats_job(jid)["time-left"] == 2
-        with greenstalk.Client((ADDR_HOST, server.port)) as other:
+        with greenstalk.Client((ADDR_HOST, clocked.ports["beanstalk"])) as other:
             with pytest.raises(greenstalk.NotFoundError):
                 other.touch(job)
         gs.delete(job)

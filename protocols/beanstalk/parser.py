@@ -33,7 +33,10 @@ Tokenizing follows beanstalkd 1.12 (prot.c), as recorded in ../shared/reference:
   beanstalkd HEAD; see docs/beanstalk.md D2);
 - put: the body plus CRLF is read as exactly bytes+2 bytes; a wrong trailer is EXPECTED_CRLF;
   bytes > max_job_size skips bytes+2 bytes and answers JOB_TOO_BIG.
-The buffer never holds more than max(line_max, max_job_size + 2) unconsumed bytes.
+The buffer never holds more than max(line_max, max_job_size + 2) unconsumed bytes. It is a
+bytearray read by offset: a read appends to it once, commands and bodies are sliced out of it,
+and the unconsumed tail is moved to the front once per `feed` (`copied` counts those bytes;
+every byte moves at most once, so a body arriving in 1-byte reads costs linear work).
 """
 from __future__ import annotations
 
@@ -182,10 +185,12 @@ class Parser:
     max_job_size: largest body in bytes (beanstalkd -z, default 65535).
     """
 
-    __slots__ = ("buf", "state", "line_max", "max_job_size", "_need", "_put", "_skip_reply")
+    __slots__ = ("buf", "state", "line_max", "max_job_size", "_need", "_put", "_skip_reply",
+                 "copied")
 
     def __init__(self, max_job_size: int = 65535, line_max: int = 224) -> None:
-        self.buf = b""
+        self.buf = bytearray()
+        self.copied = 0   # bytes moved inside the buffer (compaction), for tests of the work
         self.state = _COMMAND
         self.line_max = line_max
         self.max_job_size = max_job_size
@@ -203,7 +208,8 @@ class Parser:
 
     def feed(self, data: bytes) -> list:
         """Consume `data`; return the commands completed by it, in order."""
-        buf = self.buf + data if self.buf else data
+        buf = self.buf
+        buf += data
         out = []
         pos = 0
         n = len(buf)
@@ -218,7 +224,7 @@ class Parser:
                     break
                 cr = buf.find(b"\r", pos, pos + size - 1)
                 if cr >= 0 and buf[cr + 1] == 10:
-                    line = buf[pos:cr]
+                    line = bytes(buf[pos:cr])
                     pos = cr + 2
                     if st == _ENDLINE:
                         self.state = _COMMAND
@@ -242,9 +248,9 @@ class Parser:
                 if n - pos < need:
                     break
                 end = pos + need
-                if buf[end - 2:end] == b"\r\n":
+                if buf[end - 2] == 13 and buf[end - 1] == 10:
                     p = self._put
-                    out.append((b"put", p[0], p[1], p[2], buf[pos:end - 2]))
+                    out.append((b"put", p[0], p[1], p[2], bytes(buf[pos:end - 2])))
                 else:
                     out.append(_EXPECTED_CRLF)
                 pos = end
@@ -261,7 +267,10 @@ class Parser:
             self._need = 0
             out.append(self._skip_reply)
             self.state = _COMMAND
-        self.buf = buf[pos:] if pos < n else b""
+        if pos:
+            if pos < n:
+                self.copied += n - pos
+            del buf[:pos]
         return out
 
     def _parse_put(self, line: bytes):

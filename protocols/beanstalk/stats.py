@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import platform
 import resource
-import socket
 
 from core.api import DELAYED, RESERVED, Port
 
@@ -79,7 +78,7 @@ class ServerInfo:
         self.started = self.port.clock.monotonic_ms()
         self.id = os.urandom(8).hex()
         u = os.uname()
-        self.hostname = socket.gethostname()
+        self.hostname = u.nodename   # gethostname(), without importing socket (sans-IO)
         self.os = u.version
         self.platform = platform.machine()
 

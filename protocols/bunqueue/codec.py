@@ -66,12 +66,17 @@ class FrameReader:
     """Cuts a byte stream into frame bodies. `feed(data)` returns a list of bodies (bytes) and,
     after an oversized header, a final TooLarge (the reader then ignores further input).
 
-    The buffer holds at most one partial frame: its size is bounded by `limit` + 4 bytes.
+    The buffer holds at most one partial frame: its size is bounded by `limit` + 4 bytes. It is
+    a bytearray read by offset: each read is appended once, frames are sliced out of it, and
+    the unconsumed tail moves to the front once per `feed` (`copied` counts those bytes; each
+    byte moves at most once, so a frame arriving in 1-byte reads costs linear work).
     """
 
     def __init__(self, limit: int = MAX_FRAME) -> None:
         self.limit = limit
         self._buf = bytearray()
+        self._want = 4          # buffered bytes needed before the next frame can be cut
+        self.copied = 0
         self.closed = False
 
     def feed(self, data: bytes) -> list:
@@ -79,9 +84,11 @@ class FrameReader:
             return []
         buf = self._buf
         buf += data
+        n = len(buf)
+        if n < self._want:      # the frame in progress is still incomplete: nothing to do
+            return []
         out: list = []
         pos = 0
-        n = len(buf)
         while n - pos >= 4:
             size = int.from_bytes(buf[pos:pos + 4], "big")
             if size > self.limit:
@@ -92,10 +99,18 @@ class FrameReader:
             end = pos + 4 + size
             if end > n:
                 break
-            out.append(bytes(buf[pos + 4:end]))
+            if size < 65536:
+                out.append(bytes(buf[pos + 4:end]))
+            else:   # one copy of a large frame, not two
+                with memoryview(buf) as mv:
+                    out.append(mv[pos + 4:end].tobytes())
             pos = end
         if pos:
+            if pos < n:
+                self.copied += n - pos
             del buf[:pos]
+        left = len(buf)
+        self._want = 4 + int.from_bytes(buf[:4], "big") if left >= 4 else 4
         return out
 
     def buffered(self) -> int:

@@ -16,7 +16,12 @@ Framing (workq-protocol.txt; the reference's prot.ParseCmd, ../shared/reference/
 
 `Parser.feed(data)` returns a list of items: `Command`, `Reply` (an error answered without a
 handler) or CLOSE (send what is pending, then close the connection; nothing after it counts).
-The buffer never holds more than MAX_READ bytes of an unfinished line, or one payload.
+The buffer never holds more than MAX_READ bytes of an unfinished line, or one payload. It is a
+bytearray read by offset: each read is appended once, lines and payloads are sliced out of it,
+and the unconsumed tail moves to the front once per `feed` (`copied` counts those bytes; each
+byte moves at most once, so a payload arriving in 1-byte reads costs linear work). The search
+for a line end resumes where the last read's search stopped (`scanned` counts the bytes
+searched: a 1 MiB line in 1-byte reads is searched once, not once per read).
 """
 from __future__ import annotations
 
@@ -108,10 +113,13 @@ def tokenize(line: bytes):
 class Parser:
     """Incremental workq parser for one connection. Not thread-safe."""
 
-    __slots__ = ("_buf", "_pending", "_need", "_closed")
+    __slots__ = ("_buf", "_pending", "_need", "_closed", "copied", "scanned", "_scan")
 
     def __init__(self) -> None:
-        self._buf = b""
+        self._buf = bytearray()
+        self.copied = 0        # bytes moved inside the buffer (compaction)
+        self.scanned = 0       # bytes searched for a line end
+        self._scan = 0         # no LF in _buf before this offset (a line still arriving)
         self._pending = None   # (Command, size error reply) while its payload is read
         self._need = 0         # bytes of payload + CRLF still expected
         self._closed = False
@@ -124,7 +132,8 @@ class Parser:
         """Add received bytes; return the items completed by them (see the module doc)."""
         if self._closed:
             return []
-        buf = self._buf + data if self._buf else bytes(data)
+        buf = self._buf
+        buf += data
         out = []
         pos = 0
         n = len(buf)
@@ -137,30 +146,38 @@ class Parser:
                     break
                 cmd, err = self._pending
                 self._pending = None
-                if buf[end - 2:end] != b"\r\n":
+                if buf[end - 2] != 13 or buf[end - 1] != 10:
                     out.append(Reply(err))
                 else:
-                    cmd.payload = buf[pos:end - 2]
+                    cmd.payload = bytes(buf[pos:end - 2])
                     out.append(cmd)
                 pos = end
                 continue
-            i = find(b"\n", pos, pos + MAX_READ)
+            start = self._scan if self._scan > pos else pos
+            stop = pos + MAX_READ
+            i = find(b"\n", start, stop)
+            self.scanned += (i + 1 if i >= 0 else min(n, stop)) - start
             if i < 0:
                 if n - pos >= MAX_READ:
                     return self._close(out)
+                self._scan = n   # searched up to here: the next read starts where it ends
                 break
             if i == pos or buf[i - 1] != 13:   # bare LF: the reference drops the connection
                 return self._close(out)
-            item = line(buf[pos:i - 1])
+            item = line(bytes(buf[pos:i - 1]))
             pos = i + 1
             if item is not None:
                 out.append(item)
-        self._buf = buf[pos:] if pos < n else b""
+        if pos:
+            if pos < n:
+                self.copied += n - pos
+            del buf[:pos]
+            self._scan = self._scan - pos if self._scan > pos else 0
         return out
 
     def _close(self, out: list) -> list:
         self._closed = True
-        self._buf = b""
+        self._buf = bytearray()
         self._pending = None
         out.append(CLOSE)
         return out
