@@ -337,14 +337,25 @@ class Engine(Scheduling, Outcomes, Extras):
         return self._wait(owner, qs, now, timeout_ms, soonest, callback, mode)
 
     def reserve_job(self, owner: Owner, id: int) -> Job | None:
-        """Reserve job `id` if it is ready, delayed or buried (beanstalkd 1.12 reserve-job)."""
+        """Reserve job `id` if it is ready, delayed or buried (beanstalkd 1.12 reserve-job).
+        A failed (dead-lettered) job taken this way is revived, as `kick` revives it: its
+        result is void (a reserved job has none)."""
         job = self.jobs.get(id)
         if job is None or job.state is RESERVED or job.state is COMPLETED:
             return None
         q = self.queues[job.queue]
         self._leave(job, q)
+        if job.result is not None:
+            self._revive(job)
         self._to_reserved(job, q, owner, self.clock.monotonic_ms())
         return job
+
+    def _revive(self, job: Job) -> None:
+        """Void the result of a failed job that is taken out of the dead letters."""
+        job.result = None
+        job.result_ok = False
+        if not job.ttl_ms:
+            job.expires_at = 0    # it was only kept for its result
 
     def release(self, owner: Owner, id: int, priority: int, delay_ms: int) -> bool:
         """Return a job the owner reserved to ready (or delayed for `delay_ms` ms)."""
@@ -450,9 +461,7 @@ class Engine(Scheduling, Outcomes, Extras):
         self._leave(job, q)
         job.kicks += 1
         if job.result is not None:   # a failed (dead-lettered) job revived: its result is void
-            job.result = None
-            if not job.ttl_ms:
-                job.expires_at = 0    # it was only kept for its result
+            self._revive(job)
         self._to_ready(job, q)
         self._emit(job, row, prev, dialect)
         self._serve(q)

@@ -17,6 +17,7 @@ from core.journal import Journal
 from core.storage import Store
 from migrations import upgrade
 
+from .ci_plugin import pytest_sessionfinish, pytest_terminal_summary  # noqa: F401 (hooks)
 from .server_support import Proc
 from .support import ADDR_HOST, Raw, Server, make_pg_database, pg_admin_url
 

@@ -11,7 +11,6 @@ completed -> completed, buried -> failed (the DLQ). Times are wall-clock ms, sen
 from __future__ import annotations
 
 import os
-import time
 
 from core.api import BURIED, COMPLETED, DELAYED, READY, RESERVED
 
@@ -29,12 +28,13 @@ _head = ""
 _rand = int.from_bytes(os.urandom(8), "big")
 
 
-def new_id(now_ms: int | None = None) -> str:
-    """A UUIDv7 string (RFC 9562): 48-bit ms timestamp, version 7, a 12-bit counter that keeps
-    ids of one ms ordered (random start each ms), variant 10 and 62 bits that step through a
-    random sequence per process. Unique within the process; ordered by creation."""
+def new_id(now_ms: int) -> str:
+    """A UUIDv7 string (RFC 9562) for wall time `now_ms` (the port's clock, ms): 48-bit ms
+    timestamp, version 7, a 12-bit counter that keeps ids of one ms ordered (random start each
+    ms), variant 10 and 62 bits that step through a random sequence per process. Unique within
+    the process; ordered by creation."""
     global _last_ms, _seq, _rand, _head
-    ms = int(time.time() * 1000) if now_ms is None else now_ms
+    ms = now_ms
     if ms > _last_ms:
         _last_ms = ms
         _seq = os.urandom(1)[0]
