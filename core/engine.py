@@ -25,22 +25,13 @@ from .failures import DEFAULT_POLICY
 from .model import (BURIED, COMPLETED, DEADLINE_SOON, DELAYED, DELETED, READY, RESERVED,
                     TIMED_OUT, TOKEN_CHECKED, TOKEN_REQUIRED, URGENT_RANK)
 from .outcomes import Outcomes
+from .queues import Queues, _top
 from .records import Job, Owner, Queue
 from .scheduling import SAFETY_MARGIN_MS, Scheduling, _INF
 from .transitions import GONE, NEW, TABLE, check
 
 #: Rows of the hottest transitions, looked up by the state before (others: check()).
 _RESERVE_ROWS = {p: TABLE[(p, "reserve", RESERVED)] for p in (READY, DELAYED, BURIED)}
-
-
-def _top(heap: list):
-    """Drop stale entries (job.hver changed since the push) from a lazy heap; return its top job."""
-    while heap:
-        e = heap[0]
-        if e[3].hver == e[2]:
-            return e[3]
-        heappop(heap)
-    return None
 
 
 def _compact(heap: list, live: int) -> None:
@@ -50,14 +41,15 @@ def _compact(heap: list, live: int) -> None:
         heapify(heap)
 
 
-class Engine(Scheduling, Outcomes, Extras):
+class Engine(Queues, Scheduling, Outcomes, Extras):
     """The job state machine and its in-memory indexes.
 
     `journal` (core.journal.Journal or None for memory mode) receives every mutation through
     the feed. `pinned` queues are never garbage-collected (beanstalk keeps "default").
-    Finishing jobs (complete / fail with a result), result waiters, TTL eviction and uid
-    lookups are in core.outcomes.Outcomes; dedup keys, dependencies, LIFO and owner-agnostic
-    moves in core.extras.Extras; waiters and timers in core.scheduling.Scheduling.
+    Queues, references, peeks and pauses are in core.queues.Queues; finishing jobs (complete /
+    fail with a result), result waiters, TTL eviction and uid lookups in core.outcomes.Outcomes;
+    dedup keys, dependencies, LIFO and owner-agnostic moves in core.extras.Extras; waiters and
+    timers in core.scheduling.Scheduling.
     `policies`: dialect -> core.failures.JobPolicy for the jobs it creates.
     """
 
@@ -99,42 +91,6 @@ class Engine(Scheduling, Outcomes, Extras):
     def policy(self, job: Job):
         """The JobPolicy of the dialect that created `job`."""
         return self.policies.get(job.dialect, DEFAULT_POLICY)
-
-    # ----------------------------------------------------------------- queues
-    def queue(self, name: str) -> Queue:
-        """Return the queue `name`, creating it on demand."""
-        q = self.queues.get(name)
-        if q is None:
-            q = self.queues[name] = Queue(name)
-            self.queue_order.append(name)
-        return q
-
-    def attach(self, name: str, role: str) -> Queue:
-        """Count a connection reference to queue `name`; role is "using" or "watching"."""
-        q = self.queue(name)
-        setattr(q, role, getattr(q, role) + 1)
-        return q
-
-    def detach(self, name: str, role: str) -> None:
-        """Drop a reference taken with attach(); the queue may be garbage-collected."""
-        q = self.queues.get(name)
-        if q is not None:
-            setattr(q, role, getattr(q, role) - 1)
-            self._gc(q)
-
-    def _gc(self, q: Queue) -> None:
-        if q.name in self.pinned or not q.is_empty() or q.is_referenced():
-            return
-        del self.queues[q.name]
-        order = self.queue_order
-        i = order.index(q.name)
-        last = order.pop()
-        if i < len(order):
-            order[i] = last
-
-    def paused(self, q: Queue, now: int) -> bool:
-        """True while `q` is paused at monotonic time `now` (ms)."""
-        return q.paused_until > now
 
     # -------------------------------------------------------------- events
     def _emit(self, job: Job, row, prev: str, dialect: str, worker: str | None = None,
@@ -484,51 +440,3 @@ class Engine(Scheduling, Outcomes, Extras):
             self._to_ready(job, q)
             self._emit(job, row, RESERVED, owner.dialect, owner.name)
             self._serve(q)
-
-    # ----------------------------------------------------------------- peeks
-    def peek(self, id: int) -> Job | None:
-        """The live job `id` in a beanstalk-visible state (not completed), or None."""
-        job = self.jobs.get(id)
-        return None if job is None or job.state is COMPLETED else job
-
-    def peek_ready(self, queue: str) -> Job | None:
-        """The next job reserve would take from `queue` (ignores pause)."""
-        q = self.queues.get(queue)
-        return _top(q.ready) if q is not None and q.n_ready else None
-
-    def peek_delayed(self, queue: str) -> Job | None:
-        """The delayed job of `queue` with the least time left."""
-        q = self.queues.get(queue)
-        return _top(q.delayed) if q is not None and q.n_delayed else None
-
-    def peek_buried(self, queue: str) -> Job | None:
-        """The oldest buried job of `queue`."""
-        q = self.queues.get(queue)
-        return next(iter(q.buried.values())) if q is not None and q.buried else None
-
-    def pause(self, queue: str, delay_ms: int) -> bool:
-        """Pause `queue` for `delay_ms` ms (0 unpauses); False if the queue does not exist."""
-        q = self.queues.get(queue)
-        if q is None:
-            return False
-        now = self.clock.monotonic_ms()
-        q.pauses += 1
-        q.pause_ms = delay_ms
-        q.paused_until = now + delay_ms if delay_ms > 0 else 0
-        if delay_ms > 0:
-            self._seq += 1
-            h = self._pauses
-            if len(h) > 2 * len(self.queues) + 1024:   # superseded pauses: drop them
-                qs = self.queues
-                newest: dict = {}   # queue name -> its latest (until, seq, name) entry
-                for e in h:
-                    if e[2] in qs and qs[e[2]].paused_until == e[0]:
-                        if e[2] not in newest or e[1] > newest[e[2]][1]:
-                            newest[e[2]] = e
-                h[:] = list(newest.values())
-                heapify(h)
-            heappush(h, (q.paused_until, self._seq, queue))
-            self._arm(q.paused_until)
-        else:
-            self._serve(q)
-        return True
