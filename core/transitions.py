@@ -119,8 +119,13 @@ def allowed(prev: str, op: str) -> frozenset:
 
 
 def markdown() -> str:
-    """The table as Markdown rows (docs/mapping.md is checked against it by a test)."""
-    lines = ["| from | operation | to | journal record | events |", "| --- | --- | --- | --- | --- |"]
-    for (p, o, n), row in sorted(TABLE.items(), key=lambda kv: (kv[0][1], kv[0][0], kv[0][2])):
-        lines.append(f"| {p} | {o} | {n} | {row.record} | {', '.join(row.events) or '–'} |")
+    """The table as Markdown, states before that share an operation, a state after and effects
+    in one row, in the table's order (docs/mapping.md holds it; a test keeps the two equal)."""
+    groups: dict = {}
+    for (p, o, n), row in TABLE.items():
+        groups.setdefault((o, n, row.record, row.events), []).append(p)
+    lines = ["| from | operation | to | journal record | events |",
+             "| --- | --- | --- | --- | --- |"]
+    for (o, n, record, events), ps in groups.items():
+        lines.append(f"| {', '.join(ps)} | {o} | {n} | {record} | {', '.join(events) or '–'} |")
     return "\n".join(lines)

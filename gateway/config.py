@@ -34,8 +34,6 @@ from dataclasses import dataclass, field
 
 from . import registry
 
-DIALECTS = registry.names()
-DEFAULT_PORTS = {n: r.default_port for n, r in registry.DIALECTS.items()}
 DURABILITY = ("commit", "buffered", "memory")
 _BASE_KEYS = ("listeners", "database", "durability", "history", "limits", "log")
 
@@ -59,7 +57,7 @@ class Listener:
 
 
 def _default_listeners() -> list:
-    return [Listener(n, "127.0.0.1", p) for n, p in DEFAULT_PORTS.items()]
+    return [Listener(n, "127.0.0.1", r.default_port) for n, r in registry.DIALECTS.items()]
 
 
 def _default_options() -> dict:
@@ -153,7 +151,8 @@ def parse_listener(dialect: str, d, where: str) -> Listener:
             raise ConfigError(f"config key '{where}': give either unix or host/port")
         return Listener(dialect, unix=_str(d["unix"], f"{where}.unix"))
     return Listener(dialect, _str(d.get("host", "127.0.0.1"), f"{where}.host"),
-                    _int(d.get("port", DEFAULT_PORTS[dialect]), f"{where}.port", 0, 65535))
+                    _int(d.get("port", registry.get(dialect).default_port), f"{where}.port", 0,
+                         65535))
 
 
 def from_dict(raw) -> Config:
@@ -163,7 +162,7 @@ def from_dict(raw) -> Config:
     raw = _keys(raw, tops, "")
     c = Config()
     if "listeners" in raw:
-        ls = _keys(raw["listeners"], DIALECTS, "listeners")
+        ls = _keys(raw["listeners"], registry.names(), "listeners")
         c.listeners = [parse_listener(k, v, f"listeners.{k}") for k, v in ls.items()]
     db = _keys(raw.get("database"), ("url", "sqlite_synchronous"), "database")
     if "url" in db:
@@ -230,9 +229,9 @@ def load(path: str | None) -> Config:
 def parse_listen_flag(value: str) -> Listener:
     """`--listen DIALECT=HOST:PORT` or `DIALECT=unix:/path`. Raises ConfigError."""
     dialect, sep, addr = value.partition("=")
-    if not sep or dialect not in DIALECTS:
+    if not sep or dialect not in registry.DIALECTS:
         raise ConfigError(f"--listen {value!r}: expected DIALECT=HOST:PORT with DIALECT one of "
-                          f"{', '.join(DIALECTS)}")
+                          f"{', '.join(registry.names())}")
     if addr.startswith("unix:"):
         return Listener(dialect, unix=addr[5:])
     host, sep, port = addr.rpartition(":")
