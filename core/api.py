@@ -28,7 +28,7 @@ from .records import Job, Owner as _Owner
 from .storage import Store, StoreLocked, StorePort
 from .port_jobs import JobOps
 from .transitions import IllegalTransition
-from .views import queue_view, reserved, server_stats
+from .views import adapter, queue_view, reserved, server_stats
 
 __all__ = [
     "Port", "Owner", "Persistence", "open_store", "Store", "StorePort", "StoreLocked",
@@ -309,13 +309,6 @@ class Port(JobOps):
             o.name = worker
         return o
 
-    def _result_cb(self, callback):
-        e = self._engine
-
-        def cb(x):
-            callback(reserved(e, x) if x.__class__ is Job else x)
-        return cb
-
     def reserve(self, owner: Owner, queues: list, timeout_ms, callback,
                 mode: int = TOKEN_CHECKED, ttr_ms: int = 0, worker: str | None = None):
         """Reserve the most urgent ready job of `queues` for `owner`: a Reserved; or
@@ -330,7 +323,7 @@ class Port(JobOps):
             o.name = worker
         if owner._cb != callback:   # the same bound method each time: one adapter
             owner._cb = callback
-            owner._adapter = self._result_cb(callback)
+            owner._adapter = adapter(self._engine, reserved, callback)
         r = self._engine.reserve(o, queues, timeout_ms, owner._adapter, mode)
         if r.__class__ is Job:
             return reserved(self._engine, r)

@@ -11,7 +11,7 @@ from .leases import check as _check_lease
 from .leases import renewable as _renewable
 from .model import COMPLETED, Failure, JobView
 from .records import Job
-from .views import job_view
+from .views import adapter, job_view
 
 
 class JobOps:
@@ -181,13 +181,6 @@ class JobOps:
         return True
 
     # ------------------------------------------------------------ results
-    def _outcome_cb(self, callback):
-        e = self._engine
-
-        def cb(x):
-            callback(job_view(e, x) if x.__class__ is Job else x)
-        return cb
-
     def wait_result(self, id: int, timeout_ms: int, callback):
         """The result of job `id`: its JobView when it is finished (or None when it is gone);
         TIMED_OUT when it is not and `timeout_ms` <= 0; else a handle for cancel_result_wait,
@@ -196,7 +189,7 @@ class JobOps:
         job = e.jobs.get(id)
         if job is None:
             return None
-        r = e.wait_result(job, timeout_ms, self._outcome_cb(callback))
+        r = e.wait_result(job, timeout_ms, adapter(self._engine, job_view, callback))
         return job_view(e, r) if r.__class__ is Job else r
 
     def run(self, queue: str, payload: bytes, priority: int, ttr_ms: int, wait_ms: int,
@@ -205,7 +198,7 @@ class JobOps:
         JobView, or TIMED_OUT (no worker within `wait_ms` ms, or its lease ran out); the job is
         deleted either way. Returns a handle for cancel_result_wait."""
         return self._engine.run(queue, payload, priority, ttr_ms, wait_ms, uid, dialect,
-                               self._outcome_cb(callback))
+                               adapter(self._engine, job_view, callback))
 
     def cancel_result_wait(self, handle) -> bool:
         """Withdraw a result wait (its client is gone); a run's job is deleted."""

@@ -10,10 +10,19 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from .leases import token_str
+from .records import Job
 from .model import (DELAYED, RESERVED, JobView, LeaseView, QueueView, Reserved, ServerStats,
                     derived_uid)
 
 _new = tuple.__new__
+
+
+def adapter(engine, convert, callback):
+    """A waiter's callback for the engine: `callback` gets a live Job as `convert(engine, job)`
+    (reserved or job_view); markers such as TIMED_OUT pass through."""
+    def cb(x):
+        callback(convert(engine, x) if x.__class__ is Job else x)
+    return cb
 
 
 def reserved(engine, job) -> Reserved:
