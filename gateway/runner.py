@@ -15,6 +15,11 @@ import asyncio
 import socket
 from collections import deque
 
+#: Replies gathered while handling one read go out as one write, but once they pass this many
+#: bytes they are written at once, so that a peer that does not read is noticed (asyncio calls
+#: pause_writing from inside write) before one read's replies grow without bound.
+FLUSH_AT = 256 * 1024
+
 
 class Runner(asyncio.Protocol):
     """One connection: `server` (gateway.server.Runtime), `reg` (its dialect's Registration),
@@ -27,6 +32,7 @@ class Runner(asyncio.Protocol):
         self.session = None
         self.t = None
         self._batch = None
+        self._batch_bytes = 0
         self._held: deque = deque()     # (commit mark needed, bytes)
         self._listening = False         # registered with the writer for commits
         self._closing = False
@@ -112,6 +118,12 @@ class Runner(asyncio.Protocol):
         b = self._batch
         if b is not None:
             b.append(data)
+            self._batch_bytes += len(data)
+            if self._batch_bytes >= FLUSH_AT:
+                self._batch_bytes = 0
+                out = b"".join(b)
+                b.clear()
+                self.t.write(out)
         else:
             self.t.write(data)
 
@@ -146,6 +158,7 @@ class Runner(asyncio.Protocol):
             self._flush(out)
 
     def _flush(self, out: list) -> None:
+        self._batch_bytes = 0
         if out and not self._lost:
             self.t.write(b"".join(out) if len(out) > 1 else out[0])
         self._maybe_close()

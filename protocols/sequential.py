@@ -17,6 +17,8 @@ Behaviour (unchanged from the gateway's former text loop):
   TIMED_OUT, workq -TIMEOUT); the commands behind it are still answered, a later command that
   would wait is answered at once as withdrawn, then the connection closes.
 - quit (or a parser's CLOSE) closes the connection after the replies before it.
+- While the peer does not read its replies (pause_writing), no further command runs; they run
+  once it reads again (resume_writing).
 """
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ class Sequential:
 
     __slots__ = ("parser", "handler", "transport", "wait", "quit", "on_end", "_pending",
                  "_stash", "_stash_size", "_waiting", "_eof", "_done", "_closed", "_paused",
-                 "_scheduled")
+                 "_scheduled", "_wpaused")
 
     def __init__(self, parser, handler, transport, wait, quit, on_end=None) -> None:
         self.parser = parser
@@ -54,6 +56,7 @@ class Sequential:
         self._closed = False    # connection_lost
         self._paused = False
         self._scheduled = False
+        self._wpaused = False   # the peer does not read its replies: run nothing more
         handler.on_wake = self._woken
 
     # ------------------------------------------------------------- contract
@@ -77,7 +80,7 @@ class Sequential:
             return
         self._eof = True
         if not self._waiting:
-            self._finish()
+            self._run()       # what is left, unless writing is paused; then it closes
             return
         r = self.handler.cancel_wait()
         if r is not None:     # withdrawn: its reply, then the commands behind it
@@ -96,6 +99,19 @@ class Sequential:
             self.on_end()
         self.handler.close()
 
+    def pause_writing(self) -> None:
+        """The peer does not read its replies: stop running commands (the rest of what was
+        read stays parsed and waits; the runner pauses reading), so one read cannot produce
+        unbounded output (a `peek` answers up to 64 KiB for 8 bytes)."""
+        self._wpaused = True
+
+    def resume_writing(self) -> None:
+        """The peer read its replies: run what waits, soon."""
+        self._wpaused = False
+        if not self._scheduled:
+            self._scheduled = True
+            self.transport.defer(self._resume)
+
     # ------------------------------------------------------------- running
     def _send(self, reply: bytes) -> None:
         h = self.handler
@@ -108,6 +124,8 @@ class Sequential:
         pending = self._pending
         while True:
             while pending:
+                if self._wpaused:
+                    return
                 r = h.handle(pending.popleft())
                 if r.__class__ is bytes:
                     if r:
@@ -144,7 +162,12 @@ class Sequential:
 
     def _resume(self) -> None:
         self._scheduled = False
-        if not self._waiting or self._closed or not self.handler.has_reply():
+        if self._closed or self._done or self._wpaused:
+            return
+        if not self._waiting:     # after resume_writing: run what was read meanwhile
+            self._run()
+            return
+        if not self.handler.has_reply():
             return
         self._waiting = False
         self._send(self.handler.take_reply())

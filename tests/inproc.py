@@ -25,11 +25,12 @@ from gateway.server import Runtime
 class InProcServer:
     """See the module docstring. `dialects`: the listeners to bind (port 0: free ports, read
     them from `ports[dialect]`); `url`: database URL (None: durability memory); `config`:
-    extra Config attributes; `wall_start_ms`: the clock's wall reading at start (default: now,
+    extra Config attributes; `uvloop=False`: the standard asyncio loop (production takes uvloop
+    when it is installed, the standard loop otherwise: both are tested); `wall_start_ms`: the clock's wall reading at start (default: now,
     so ids and timestamps look like today's)."""
 
     def __init__(self, url: str | None, dialects=("beanstalk", "workq", "bunqueue"),
-                 wall_start_ms: int | None = None, **config) -> None:
+                 wall_start_ms: int | None = None, uvloop: bool = True, **config) -> None:
         self.clock = ManualClock(int(time.time() * 1000) if wall_start_ms is None
                                  else wall_start_ms)
         cfg = Config()
@@ -45,6 +46,7 @@ class InProcServer:
             else:
                 setattr(cfg, k, v)
         self.runtime = Runtime(cfg, clock=self.clock)
+        self.uvloop = uvloop
         self.port = self.runtime.port
         self.ports: dict = {}
         self._loop = None
@@ -66,7 +68,7 @@ class InProcServer:
             self._ready.set()
         try:
             anyio.run(self.runtime.run, ready, False, backend="asyncio",
-                      backend_options={"use_uvloop": True})
+                      backend_options={"use_uvloop": self.uvloop})
         except BaseException as e:  # pragma: no cover - surfaced by the constructor / stop
             self._error = e
             self._ready.set()

@@ -391,3 +391,56 @@ class TestGreenstalk:
                 assert c.reserve(timeout=1).id == jid
         finally:
             s.stop()
+
+
+def test_64_workers_and_64_producers_exactly_once(server):
+    """The worker's traffic, many connections at once: 64 greenstalk producers put 40 jobs each
+    (each put awaited) while 64 greenstalk workers reserve and delete on the same tube. Every
+    job is delivered exactly once and deleted; nothing is left behind."""
+    producers, workers, per = 64, 64, 40
+    total = producers * per
+    seen: list[str] = []
+    lock = threading.Lock()
+    errors: list = []
+    done = threading.Event()
+
+    def produce(k: int) -> None:
+        try:
+            with greenstalk.Client((ADDR_HOST, server.port), use="fleet") as c:
+                for i in range(per):
+                    c.put(f"{k}-{i}", ttr=120)
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    def work() -> None:
+        try:
+            with greenstalk.Client((ADDR_HOST, server.port), watch="fleet") as c:
+                while not done.is_set():
+                    try:
+                        job = c.reserve(timeout=1)
+                    except greenstalk.TimedOutError:
+                        continue
+                    c.delete(job)
+                    with lock:
+                        seen.append(job.body)
+                        if len(seen) >= total:
+                            done.set()
+        except Exception as e:  # reported below
+            errors.append(e)
+            done.set()
+
+    threads = ([threading.Thread(target=work) for _ in range(workers)]
+               + [threading.Thread(target=produce, args=(k,)) for k in range(producers)])
+    for t in threads:
+        t.start()
+    done.wait(120)
+    done.set()
+    for t in threads:
+        t.join(30)
+    assert not errors, errors[:3]
+    assert len(seen) == total and len(set(seen)) == total, (len(seen), len(set(seen)))
+    assert set(seen) == {f"{k}-{i}" for k in range(producers) for i in range(per)}
+    with greenstalk.Client((ADDR_HOST, server.port)) as c:
+        st = c.stats()   # the tube itself went away with its last client, as in beanstalkd
+        assert (st["current-jobs-ready"], st["current-jobs-reserved"], st["total-jobs"],
+                st["cmd-delete"]) == (0, 0, total, total)

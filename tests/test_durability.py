@@ -173,6 +173,65 @@ def test_acknowledged_puts_survive_kill9_under_concurrent_load(db_url, servers):
         r.close()
 
 
+def test_kill9_under_32_unpipelined_producers(db_url, servers):
+    """32 connections each put one job and wait for INSERTED before the next (the worker's
+    traffic, whose puts the writer gathers into shared batches on its own thread); kill -9
+    while they run: every acknowledged job is stored with its body."""
+    s = servers(db_url, durability="commit")
+    acked: dict[int, bytes] = {}
+    lock = threading.Lock()
+    enough = threading.Event()
+    errors: list = []
+
+    def producer(k: int) -> None:
+        try:
+            r = Raw(s.port, timeout=30)
+        except OSError as e:  # pragma: no cover - reported below
+            errors.append(e)
+            return
+        try:
+            for i in range(5000):  # bounded; the kill ends it much sooner
+                b = b"u%d-%d" % (k, i)
+                rep = r.cmd(b"put 0 0 60 %d\r\n%s\r\n" % (len(b), b))
+                assert rep.startswith(b"INSERTED "), rep
+                with lock:
+                    acked[int(rep.split()[1])] = b
+                    if len(acked) >= 2000:
+                        enough.set()
+        except (EOFError, OSError):
+            return  # the server was killed mid-stream
+        except AssertionError as e:
+            errors.append(e)
+        finally:
+            r.close()
+
+    threads = [threading.Thread(target=producer, args=(k,)) for k in range(32)]
+    for t in threads:
+        t.start()
+    enough.wait(60)
+    s.kill()
+    for t in threads:
+        t.join(30)
+    assert not any(t.is_alive() for t in threads)
+    assert not errors, errors
+    with lock:
+        snapshot = dict(acked)
+    assert len(snapshot) >= 2000
+
+    s2 = servers(db_url, durability="commit")
+    r = Raw(s2.port, timeout=30)
+    try:
+        ids = sorted(snapshot)
+        found = pipeline(r, [b"peek %d\r\n" % j for j in ids])
+        lost = [j for j, f in zip(ids, found) if f == b"NOT_FOUND\r\n"]
+        assert not lost, f"{len(lost)} acknowledged jobs lost after kill -9, first {lost[:10]}"
+        for j, f in zip(ids, found):
+            b = snapshot[j]
+            assert f == b"FOUND %d %d\r\n%s\r\n" % (j, len(b), b)
+    finally:
+        r.close()
+
+
 # ======================================================================= states across kill -9
 
 def test_states_survive_kill9(db_url, servers):
