@@ -25,7 +25,7 @@ from .model import (BURIED, COMPLETED, DEADLINE_SOON, DELAYED, READY, RESERVED, 
                     TOKEN_CHECKED, TOKEN_IGNORED, TOKEN_REQUIRED, WAITING, Failure, JobView,
                     QueueView, Reserved, ServerStats, parse_derived_uid)
 from .records import Job, Owner as _Owner
-from .storage import Store, StoreLocked, StorePort
+from .store_port import StoreLocked, StorePort
 from .port_jobs import JobOps
 from .transitions import IllegalTransition
 from .views import adapter, queue_view, reserved, server_stats
@@ -98,10 +98,11 @@ class Persistence:
         self._j.pending = True
 
 
-def open_store(url: str, sqlite_synchronous: str = "NORMAL") -> Store:
+def open_store(url: str, sqlite_synchronous: str = "NORMAL"):
     """The SQL store (StorePort) for SQLAlchemy `url`. The caller runs the migrations on
     `store.engine` and takes `store.lock()` before use. Raises sqlalchemy errors and
     ValueError for a bad `sqlite_synchronous`."""
+    from .storage import Store   # SQLAlchemy loads only when a database is used
     return Store(url, sqlite_synchronous)
 
 
@@ -372,3 +373,12 @@ class Port(JobOps):
 STATES = (DELAYED, READY, RESERVED, BURIED, COMPLETED)
 __all__ += ["STATES", "DELAYED", "READY", "RESERVED", "BURIED", "COMPLETED",
             "parse_derived_uid"]
+
+
+def __getattr__(name: str):
+    """`core.api.Store` (core.storage.Store), imported on first use: SQLAlchemy is not loaded
+    by a server that keeps no database."""
+    if name == "Store":
+        from .storage import Store
+        return Store
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

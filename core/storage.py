@@ -25,57 +25,16 @@ from __future__ import annotations
 import fcntl
 import os
 import time
-from dataclasses import dataclass
 from itertools import chain
-from typing import Iterator, Protocol
+from typing import Iterator
 
 import sqlalchemy as sa
 
 from . import schema
+from .store_port import Loaded, StoreLocked, StorePort  # noqa: F401 (re-exported)
 
 #: The PostgreSQL advisory lock key of a jobgate server ("jobgate" in ASCII, as an int64).
 PG_LOCK_KEY = int.from_bytes(b"jobgate", "big")
-
-
-class StoreLocked(Exception):
-    """Another jobgate server holds the database (message names the database and what to do)."""
-
-
-@dataclass
-class Loaded:
-    """What `Store.load()` returns: job rows (dicts, by id; an iterator when streamed) and the
-    next id to hand out (at least the highest stored id + 1 once the rows are consumed)."""
-
-    jobs: object
-    next_id: int
-
-
-class StorePort(Protocol):
-    """The named operations of a job store (one implementation per storage model).
-
-    Writes happen in `write(batch)`: one transaction that applies, in this order,
-    note_queues, insert_jobs, set_next_id, move_states, record_reservations, record_results,
-    replace_payloads, delete_jobs, append_history (rows: core.journal.Batch). A failure raises
-    sqlalchemy.exc.SQLAlchemyError and nothing of the batch is stored.
-    """
-
-    def write(self, batch) -> None:
-        """Commit one core.journal.Batch in a single transaction."""
-
-    def scan_jobs(self, chunk: int = 10_000) -> Iterator[dict]:
-        """Every live job row (a dict per job, by id), streamed `chunk` rows at a time."""
-
-    def load_next_id(self) -> int:
-        """The stored next job id (1 on an empty database)."""
-
-    def prune_events(self, before_ms: int, chunk: int = 50_000) -> int:
-        """Delete history rows older than `before_ms` (wall ms); returns how many."""
-
-    def lock(self, wait_s: float = 5.0) -> None:
-        """Hold the database for this server until close(); raises StoreLocked."""
-
-    def close(self) -> None:
-        """Release the lock and every connection."""
 
 
 def _placeholders(paramstyle: str, n: int) -> list[str]:

@@ -18,8 +18,6 @@ import getopt
 import os
 import sys
 
-from .config import Config, Listener
-
 USAGE = """Use: jobgate-beanstalkd [OPTIONS]
 
 Options:
@@ -46,8 +44,10 @@ def _num(opt: str, v: str, hi: int) -> int:
     return int(v)
 
 
-def parse(argv) -> tuple[Config, str | None]:
-    """Turn beanstalkd flags into a Config; returns (config, user to become or None)."""
+def parse(argv) -> tuple:
+    """Turn beanstalkd flags into a gateway.config.Config; returns (config, user to become or
+    None). Exits with status 5 on a bad option, 0 after -v / -h."""
+    from .config import Config, Listener
     try:
         opts, rest = getopt.getopt(argv, "b:f:Fl:p:u:z:s:cnvVh")
     except getopt.GetoptError as e:
@@ -101,16 +101,54 @@ def _become(user: str) -> None:
     os.setuid(pw.pw_uid)
 
 
+def _listen_address(argv) -> tuple | None:
+    """(host, port) of the -l / -p flags, read before anything else is imported so that the
+    socket listens within milliseconds of exec; None when the flags are malformed or -v / -h
+    is given (parse() then reports or answers them)."""
+    try:
+        opts, rest = getopt.getopt(argv, "b:f:Fl:p:u:z:s:cnvVh")
+    except getopt.GetoptError:
+        return None
+    host, port = "0.0.0.0", 11300
+    for o, v in opts:
+        if o in ("-v", "-h"):
+            return None
+        if o == "-l":
+            host = v
+        elif o == "-p":
+            if not v.isdigit() or int(v) > 65535:
+                return None
+            port = int(v)
+    return None if rest else (host, port)
+
+
 def main(argv=None) -> int:
-    """Entry point of the `jobgate-beanstalkd` console script."""
-    cfg, user = parse(sys.argv[1:] if argv is None else argv)
+    """Entry point of the `jobgate-beanstalkd` console script. The listening socket is bound
+    first (gateway/listen.py); a client that connects during start-up is answered once the
+    server serves. Exit status: 0 after SIGTERM/SIGINT, 1 when the address cannot be bound or
+    another server holds the database, 5 on a bad option."""
+    argv = sys.argv[1:] if argv is None else argv
+    addr = _listen_address(argv)
+    sock = None
+    if addr is not None:
+        from .listen import bind_one, catch_stop_signals
+        host, port = addr
+        catch_stop_signals()
+        try:
+            sock = (bind_one(None, unix=host[5:]) if host.startswith("unix:")
+                    else bind_one(host, port))
+        except OSError as e:
+            print(f"jobgate-beanstalkd: cannot listen on {host}:{port}: {e.strerror or e}",
+                  file=sys.stderr)
+            return 1
+    cfg, user = parse(argv)
     from .logs import setup
     setup(cfg.log_level, "text")
     from core.api import StoreLocked
     from .server import run
     ready = (lambda addrs: _become(user)) if user else None
     try:
-        run(cfg, ready=ready)
+        run(cfg, ready=ready, sockets=None if sock is None else [sock])
     except StoreLocked as e:
         print(f"jobgate-beanstalkd: {e}", file=sys.stderr)
         return 1

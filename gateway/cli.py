@@ -65,6 +65,15 @@ def main(argv=None) -> int:
     except ConfigError as e:
         print(f"jobgate: {e}", file=sys.stderr)
         return 2
+    socks = None
+    if args.cmd == "serve":    # listen first: clients may connect while the server starts
+        from .listen import bind, catch_stop_signals
+        catch_stop_signals()
+        try:
+            socks = bind(cfg.listeners)
+        except OSError as e:
+            print(f"jobgate: cannot listen: {e}", file=sys.stderr)
+            return 1
     from .logs import setup
     setup(cfg.log_level, cfg.log_format)
     if args.cmd == "migrate":
@@ -78,7 +87,7 @@ def main(argv=None) -> int:
     from core.api import StoreLocked
     from .server import run
     try:
-        run(cfg)
+        run(cfg, sockets=socks)
     except StoreLocked as e:
         print(f"jobgate: {e}", file=sys.stderr)
         return 1

@@ -2,9 +2,12 @@
 the timer task, the writer and signal handling on one event loop (anyio orchestrates, uvloop
 where available; connections are gateway.runner.Runner protocols).
 
-Start: the store is locked (one server per database: core.api.StoreLocked), migrated (Alembic,
-migrations/), then every stored job is loaded; then each configured listener is bound for its
-registered dialect (gateway/registry.py).
+Start: the command-line entry points bind the listening sockets first (gateway/listen.py), so a
+client may connect at once; then the store is locked (one server per database:
+core.api.StoreLocked), migrated when its schema is not current (migrations.upgrade_if_needed:
+one version read otherwise), every stored job is loaded, and only then are connections
+accepted (the early ones waited in the kernel's backlog; their commands are answered now).
+Without pre-bound sockets each configured listener is bound here.
 
 Signals: SIGUSR1 puts the server in drain mode (puts answer DRAINING); SIGTERM / SIGINT stop
 accepting, end the connections, flush the journal and return (exit status 0).
@@ -17,7 +20,6 @@ import os
 import signal
 
 import anyio
-import sqlalchemy as sa
 
 from core.api import Port, SystemClock, open_store
 from protocols.contract import Context
@@ -39,22 +41,25 @@ class Runtime:
     another server holds the database.
     """
 
-    def __init__(self, config: Config, clock=None, version: str = "1.12") -> None:
+    def __init__(self, config: Config, clock=None, version: str = "1.12",
+                 sockets=None) -> None:
         self.config = config
+        self.sockets = sockets
         self.clock = clock or SystemClock()
         self.store = None
         self.writer = None
         db_path = None
         if config.durability != "memory":
-            from migrations import upgrade
+            from migrations import upgrade_if_needed
             self.store = open_store(config.database_url, config.sqlite_synchronous)
             try:
                 self.store.lock()
-                upgrade(self.store.engine)
+                upgrade_if_needed(self.store.engine)
             except BaseException:
                 self.store.close()
                 raise
             if self.store.is_sqlite:
+                import sqlalchemy as sa
                 db_path = sa.make_url(config.database_url).database
         self.port = Port.create(self.clock, durable=self.store is not None,
                                 history=config.history_enabled)
@@ -120,7 +125,13 @@ class Runtime:
                 log.exception("WAL checkpoint failed")
 
     async def _signals(self) -> None:
+        from .listen import stop_requested
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGUSR1) as sigs:
+            early = stop_requested()
+            if early is not None:    # caught during start-up (gateway/listen.py)
+                event(log, "stopping", signal=signal.Signals(early).name)
+                self._stop.set()
+                return
             async for s in sigs:
                 if s == signal.SIGUSR1:
                     self.port.set_draining(True)
@@ -130,21 +141,22 @@ class Runtime:
                 self._stop.set()
                 return
 
-    async def _listen(self, lst):
+    async def _listen(self, lst, sock=None):
+        """Serve listener `lst` on `sock` (bound beforehand: gateway/listen.py), or bind it
+        now. Returns (asyncio server, "host:port" or "unix:/path")."""
         loop = asyncio.get_running_loop()
         reg = registry.get(lst.dialect)
         state = self.states[lst.dialect]
 
         def factory():
             return Runner(self, reg, state)
+        if sock is None:
+            from .listen import bind_one
+            sock = bind_one(lst.host, lst.port, lst.unix)
         if lst.unix:
-            try:
-                os.unlink(lst.unix)
-            except FileNotFoundError:
-                pass
-            srv = await loop.create_unix_server(factory, lst.unix)
+            srv = await loop.create_unix_server(factory, sock=sock)
             return srv, f"unix:{lst.unix}"
-        srv = await loop.create_server(factory, lst.host, lst.port, reuse_address=True)
+        srv = await loop.create_server(factory, sock=sock)
         host, port = srv.sockets[0].getsockname()[:2]
         return srv, f"{host}:{port}"
 
@@ -171,8 +183,9 @@ class Runtime:
                 tg.start_soon(self._signals)
             servers = []
             try:
-                for lst in self.config.listeners:
-                    srv, addr = await self._listen(lst)
+                socks = self.sockets or [None] * len(self.config.listeners)
+                for lst, sock in zip(self.config.listeners, socks):
+                    srv, addr = await self._listen(lst, sock)
                     servers.append(srv)
                     self.addresses.append(addr)
                     event(log, "listening", dialect=lst.dialect, address=addr)
@@ -197,12 +210,14 @@ class Runtime:
         event(log, "stopped")
 
 
-def run(config: Config, ready=None, version: str = "1.12") -> Runtime:
-    """Build a Runtime for `config` and serve on the best available event loop. Raises
+def run(config: Config, ready=None, version: str = "1.12", sockets=None) -> Runtime:
+    """Build a Runtime for `config` and serve on the best available event loop (uvloop when
+    installed). `sockets`: listening sockets bound beforehand, one per `config.listeners`
+    (gateway/listen.py), so that clients could connect during recovery. Raises
     core.api.StoreLocked when another server holds the database."""
-    rt = Runtime(config, version=version)
+    rt = Runtime(config, version=version, sockets=sockets)
     try:
-        import uvloop  # noqa: F401
+        import uvloop  # noqa: F401 (anyio uses it)
         backend_options = {"use_uvloop": True}
     except ImportError:  # pragma: no cover - platform without uvloop
         backend_options = {}

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from concurrent.futures import ThreadPoolExecutor
+import queue
+import threading
 
 import anyio
 
@@ -27,28 +28,32 @@ log = logging.getLogger("jobgate.writer")
 
 
 class Writer:
-    """Owns the journal -> store flushing loop. `run()` is a task; it raises if a commit fails,
-    which stops the server rather than acknowledge something that is not stored.
+    """Owns the journal -> store flushing (see the module docstring). `run()` is a task; it
+    raises the storage error if a commit fails, which stops the server rather than
+    acknowledge something that is not stored (held replies are never sent).
 
     `persistence`: core.api.Persistence (the journal); `store`: core.api.StorePort.
     `idle_flush_s`: lone history events (no job row pending) are written within this many
-    seconds.
+    seconds. The hand-off is a queue to the thread and `call_soon_threadsafe` back: no task or
+    future per commit, and the next batch starts the moment the previous one is done.
     """
 
     def __init__(self, persistence, store) -> None:
         self.persistence = persistence
         self.store = store
-        self._pending = anyio.Event()
         self._committed = anyio.Event()
+        self._failed = anyio.Event()
+        self._error: BaseException | None = None
         persistence.set_on_pending(self._on_pending)
         self.batches = 0
         self.idle_flush_s = 1.0
         self.before_commit = None
         self._listeners: set = set()
-        self._thread = ThreadPoolExecutor(1, thread_name_prefix="jobgate-writer")
-
-    def _on_pending(self) -> None:
-        self._pending.set()
+        self._busy = False          # a batch is on the writer thread
+        self._scheduled = False
+        self._loop = None
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = None
 
     def on_commit(self, fn) -> None:
         """Call `fn()` (on the event loop) after every commit until off_commit(fn)."""
@@ -57,47 +62,89 @@ class Writer:
     def off_commit(self, fn) -> None:
         self._listeners.discard(fn)
 
-    def _write(self, batch) -> None:
-        """On the writer thread: one batch, one transaction."""
-        hook = self.before_commit
-        if hook is not None:
-            hook(batch)
-        self.store.write(batch)
+    # ------------------------------------------------------------ event loop
+    def _on_pending(self) -> None:
+        """The journal's open batch got its first record: start a commit once the current
+        loop iteration has run (so that everything read in it joins the batch)."""
+        if not self._busy and not self._scheduled and self._loop is not None:
+            self._scheduled = True
+            self._loop.call_soon(self._start)
 
-    async def run(self) -> None:
-        """Flush batches forever (cancel to stop; call flush() first to drain)."""
+    def _start(self) -> None:
+        self._scheduled = False
         p = self.persistence
+        if self._busy or self._error is not None or not p.has_unwritten():
+            return
+        self._busy = True
+        self._queue.put(p.take())
+
+    def _done(self, batch, error) -> None:
+        """On the loop: the writer thread finished `batch` (error: its exception or None)."""
+        self._busy = False
+        if error is not None:
+            log.error("storage commit failed; stopping", exc_info=error,
+                      extra={"fields": {"batch": batch.number}})
+            self._error = error
+            self._failed.set()
+            return
+        p = self.persistence
+        p.done(batch)
+        self.batches += 1
+        ev, self._committed = self._committed, anyio.Event()
+        ev.set()
+        for fn in list(self._listeners):
+            fn()
+        if p.pending:      # what was done while this batch committed: commit it now
+            self._start()
+
+    # ---------------------------------------------------------- writer thread
+    def _main(self) -> None:
+        q = self._queue
+        loop = self._loop
+        while True:
+            batch = q.get()
+            if batch is None:
+                return
+            error = None
+            try:
+                hook = self.before_commit
+                if hook is not None:
+                    hook(batch)
+                self.store.write(batch)
+            except Exception as e:  # handed to the loop, which stops the server
+                error = e
+            try:
+                loop.call_soon_threadsafe(self._done, batch, error)
+            except RuntimeError:   # the loop is closed: the server is gone
+                return
+
+    # ------------------------------------------------------------------ task
+    async def run(self) -> None:
+        """Start the writer thread and flush until cancelled (call flush() first to drain).
+        Raises the storage error of a failed commit."""
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.Thread(target=self._main, name="jobgate-writer", daemon=True)
+        self._thread.start()
         try:
+            self._start()
             while True:
-                if not p.pending:
-                    self._pending = anyio.Event()
-                    with anyio.move_on_after(self.idle_flush_s):
-                        await self._pending.wait()
-                    if not p.has_unwritten():
-                        continue
-                batch = p.take()
-                # the commit is not abandoned half-way when the server stops: wait for it
-                with anyio.CancelScope(shield=True):
-                    try:
-                        await asyncio.wrap_future(self._thread.submit(self._write, batch))
-                    except Exception:
-                        log.exception("storage commit failed; stopping", extra={"fields": {
-                            "batch": batch.number}})
-                        raise
-                p.done(batch)
-                self.batches += 1
-                ev, self._committed = self._committed, anyio.Event()
-                ev.set()
-                for fn in list(self._listeners):
-                    fn()
+                with anyio.move_on_after(self.idle_flush_s):
+                    await self._failed.wait()
+                if self._error is not None:
+                    raise self._error
+                self._start()      # lone history events
         finally:
-            self._thread.shutdown(wait=True)
+            self._queue.put(None)
+            self._thread.join(30)
 
     async def durable(self) -> None:
-        """Wait until every mutation recorded before this call is committed."""
+        """Wait until every mutation recorded before this call is committed. Raises the
+        storage error when a commit failed."""
         p = self.persistence
         need = p.commit_mark()
         while p.committed < need:
+            if self._error is not None:
+                raise self._error
             await self._committed.wait()
 
     async def flush(self) -> None:
@@ -105,6 +152,6 @@ class Writer:
         p = self.persistence
         if p.has_unwritten() and not p.pending:
             p.force_pending()
-            self._pending.set()
+        self._start()
         await self.durable()
         event(log, "flushed", committed=p.committed, batches=self.batches)

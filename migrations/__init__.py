@@ -27,3 +27,29 @@ def upgrade(engine, revision: str = "head") -> None:
     with engine.begin() as conn:
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
+
+
+#: The newest revision in versions/ (tests/test_storage.py keeps it equal to Alembic's head).
+HEAD = "0005"
+
+
+def current(engine) -> str | None:
+    """The revision stored in the database behind `engine` (None: no schema yet). One small
+    read, no Alembic import."""
+    import sqlalchemy as sa
+    try:
+        with engine.connect() as conn:
+            row = conn.exec_driver_sql("SELECT version_num FROM alembic_version").first()
+    except sa.exc.DBAPIError:
+        return None
+    return None if row is None else row[0]
+
+
+def upgrade_if_needed(engine) -> bool:
+    """Start-up's migration check: when the schema is already at HEAD (the usual case) only
+    `current()` runs, and Alembic is never imported (issue 14: start-up in milliseconds);
+    otherwise `upgrade(engine)`. Returns True when it migrated."""
+    if current(engine) == HEAD:
+        return False
+    upgrade(engine)
+    return True

@@ -373,3 +373,21 @@ def test_extreme_priorities_round_trip(store):
     a.flush(store)
     b, _ = restart(store, W0 + 1)
     assert [b.engine.peek(i).priority for i in ids] == pris
+
+
+def test_migration_head_and_the_cheap_startup_check(tmp_path):
+    """migrations.HEAD is Alembic's head (a new migration must bump it), and start-up's check
+    migrates an empty database once, then only reads the version."""
+    from alembic.script import ScriptDirectory
+
+    import migrations
+    assert ScriptDirectory.from_config(migrations.config()).get_current_head() == migrations.HEAD
+    eng = sa.create_engine(f"sqlite:///{tmp_path}/fresh.db")
+    try:
+        assert migrations.current(eng) is None
+        assert migrations.upgrade_if_needed(eng) is True
+        assert migrations.current(eng) == migrations.HEAD
+        assert migrations.upgrade_if_needed(eng) is False
+    finally:
+        eng.dispose()
+    check_schema(f"sqlite:///{tmp_path}/fresh.db")
