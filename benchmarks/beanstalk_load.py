@@ -20,8 +20,10 @@ Latency: per batch (all round trips of the batch) when pipelined; per command (o
 when unpipelined. jobs/s counts jobs, not commands (reserve-delete is 2 commands per job,
 put-reserve-delete 3).
 
-Each connection is its own client process (multiprocessing), so 4 connections are 4 processes;
-every process waits at a barrier, then runs for --duration seconds (or --jobs jobs). Each
+--client c (the default when `cc` can build it) drives every connection of a cell from one
+compiled process, loadgen.c (built on demand into benchmarks/.build/); --client python makes each
+connection its own client process (multiprocessing). Either way all connections connect, set up
+and fill, wait at a barrier, then run for --duration seconds (or --jobs jobs). Each
 (workload, mode, connections, target) cell gets a freshly started server and a fresh temp dir,
 which are stopped (by PID) and removed afterwards.
 
@@ -43,13 +45,14 @@ import sys
 import threading
 import time
 
+from bench_cclient import build, resolve_client, run_cell_c
 from bench_client import Client, client_proc  # noqa: F401  (Client: used by beanstalk_rss.py)
 from bench_common import BODY_SIZE, COMMANDS_PER_JOB, MODES, WORKLOADS, BenchError
 from bench_report import (DEFAULT_RATIOS, _ms, finish, percentile, pick_median, print_tables,
                           run_meta)
 from bench_servers import (  # noqa: F401  (child_pids, proc_status_kb: used by beanstalk_rss.py)
-    Server, add_run_args, add_server_args, beanstalkd_version, child_pids, comma_list,
-    connection_counts, install_signal_cleanup,
+    DEFAULT_TARGETS, Server, add_run_args, add_server_args, beanstalkd_version, child_pids,
+    comma_list, connection_counts, install_signal_cleanup,
     machine_busy_seconds, proc_cpu_seconds, proc_status_kb, resolve_targets, run_guarded,
     serve_null, wait_quiet)
 
@@ -68,7 +71,7 @@ def run_cell(server: Server, workload: str, pipelined: bool, conns: int, args,
     procs, pipes = [], []
     result = {"target": server.name, "workload": workload,
               "mode": "pipelined" if pipelined else "unpipelined", "connections": conns,
-              "batch": args.batch if pipelined else 1}
+              "batch": args.batch if pipelined else 1, "client": "python"}
     run_id = f"{os.getpid()}-{time.monotonic_ns() % 10**9}"
     try:
         for i in range(conns):
@@ -141,9 +144,11 @@ def run_cell(server: Server, workload: str, pipelined: bool, conns: int, args,
             "p99": _ms(percentile(lat, 99)), "max": _ms(lat[-1] if lat else None),
         },
         "client_cpu_pct_per_conn": round(100.0 * sum(o["cpu"] for o in outs) / conns / secs, 1),
+        "client_cpu_pct_per_proc": round(100.0 * sum(o["cpu"] for o in outs) / conns / secs, 1),
         "client_cpu_us_per_job": round(1e6 * sum(o["cpu"] for o in outs) / jobs, 2) if jobs else None,
         "drained_early": any(o["drained"] for o in outs),
         "prefilled": sum(o["prefilled"] for o in outs),
+        "conn_jobs": [o["jobs"] for o in outs],
     })
     if any(o.get("check") is not None for o in outs):
         result["checks"] = [o.get("check") for o in outs]
@@ -200,8 +205,12 @@ def run_one(t: str, template: str, subst: dict, w: str, mode: str, conns: int, a
                         "error": failed_start[t], "server_log_tail": msg[-1500:]}
             time.sleep(1.0)
     try:
-        r = (cell(srv) if cell is not None
-             else run_cell(srv, w, mode == "pipelined", conns, args, pre))
+        if cell is not None:
+            r = cell(srv)
+        elif getattr(args, "loadgen", None):
+            r = run_cell_c(args.loadgen, srv, w, mode == "pipelined", conns, args, pre)
+        else:
+            r = run_cell(srv, w, mode == "pipelined", conns, args, pre)
     finally:
         srv.stop()
     if quiet is not None:
@@ -212,7 +221,7 @@ def run_one(t: str, template: str, subst: dict, w: str, mode: str, conns: int, a
         print(f"  {t:<16} {w:<19} {mode:<11} c={conns}  "
               f"{r['jobs_per_s']:>10,.0f} jobs/s  p50 {r['latency_ms']['p50']} ms"
               f"  p99 {r['latency_ms']['p99']} ms  srv {r.get('server_cpu_pct')}%"
-              f"  cli {r['client_cpu_pct_per_conn']}%"
+              f"  cli {r.get('client_cpu_pct_per_proc', r['client_cpu_pct_per_conn'])}%"
               + ("  (drained early)" if r.get("drained_early") else ""), file=sys.stderr)
     return r
 
@@ -260,13 +269,25 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true",
                     help="smoke run: 0.5 s cells, pre-fill capped at 50k")
     add_run_args(ap, repeat=1)
+    ap.add_argument("--client", choices=("c", "python"), default=None,
+                    help="c: one compiled process (loadgen.c, built with cc) drives all "
+                         "connections; python: one Python process per connection. Default: c "
+                         "when it builds, else python")
+    ap.add_argument("--c-threads", type=int, default=0, metavar="N",
+                    help="threads of the C client (default: half the CPUs, at least 1, at most "
+                         "one per connection)")
     ap.add_argument("--serve-null", type=int, default=None, metavar="PORT",
+                    help=argparse.SUPPRESS)
+    ap.add_argument("--serve-null-c", type=int, default=None, metavar="PORT",
                     help=argparse.SUPPRESS)
 
     args = ap.parse_args(argv)
 
     if args.serve_null is not None:
         return serve_null(args.serve_null)
+    if args.serve_null_c is not None:   # the null-c target: become the C server (same PID)
+        binary = build("nullserver")
+        os.execv(binary, [binary, str(args.serve_null_c)])
 
     if args.quick:
         args.duration = min(args.duration, 0.5)
@@ -276,7 +297,13 @@ def main(argv=None) -> int:
     if args.repeat < 1 or args.batch < 1 or args.duration <= 0 or args.max_prefill < 1:
         raise SystemExit("--repeat, --batch, --duration and --max-prefill must be positive")
     names, templates, subst = resolve_targets(args)
-    conn_list = connection_counts(args.connections)
+    args.client, args.loadgen = resolve_client(args.client)
+    if "null-c" in names and templates["null-c"] == DEFAULT_TARGETS["null-c"]:
+        try:
+            build("nullserver")   # here, not in the first server start: one clear error
+        except BenchError as e:
+            raise SystemExit(f"null-c: {e}")
+    conn_list = connection_counts(args.connections, 1024 if args.client == "c" else 64)
     workloads = comma_list(args.workloads, WORKLOADS)
     modes = comma_list(args.modes, MODES, "mode")
     # put first, so its measured rate sizes the reserve-delete pre-fill
@@ -285,7 +312,7 @@ def main(argv=None) -> int:
     install_signal_cleanup()
     meta = run_meta(args, names, templates, beanstalkd=beanstalkd_version(args.beanstalkd),
                     body_bytes=BODY_SIZE, duration=args.duration, jobs_per_connection=args.jobs,
-                    shared_tube=args.shared_tube)
+                    shared_tube=args.shared_tube, client=args.client)
     results: list[dict] = []
     failed_start: dict[str, str] = {}
 

@@ -132,7 +132,8 @@ def print_tables(results: list[dict], targets: list[str], ratios, out=sys.stdout
             print(f"{wlabel(w, m):<{wl}} {c:>5}  {t:<{tl}} {fmt_rate(r['jobs_per_s']):>10} "
                   f"{fmt_ms(lat['p50']):>8} {fmt_ms(lat['p99']):>8} "
                   f"{('-' if srv is None else f'{srv:.0f}%'):>7} "
-                  f"{r['client_cpu_pct_per_conn']:>6.0f}% {r['client_cpu_us_per_job'] or 0:>10.2f} "
+                  f"{r.get('client_cpu_pct_per_proc', r['client_cpu_pct_per_conn']):>6.0f}% "
+                  f"{r['client_cpu_us_per_job'] or 0:>10.2f} "
                   f"{('-' if oth is None else f'{oth:.0f}%'):>6}  {note}",
                   file=out)
 

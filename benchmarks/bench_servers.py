@@ -31,6 +31,7 @@ DEFAULT_TARGETS = {
                         " --database sqlite:///{DIR}/jobgate.db --durability buffered",
     "jobgate-memory": "{PYTHON} -m gateway.beanstalkd_cli -l 127.0.0.1 -p {PORT}",
     "null": "{PYTHON} {SCRIPT} --serve-null {PORT}",
+    "null-c": "{PYTHON} {SCRIPT} --serve-null-c {PORT}",   # execs nullserver.c's binary
 }
 
 
@@ -269,7 +270,7 @@ def add_run_args(ap: argparse.ArgumentParser, repeat: int,
                          "median run is reported, every rate is kept in the JSON "
                          "(default %(default)s)")
     ap.add_argument("--connections", default="1,4",
-                    help="comma-separated; one client process each (default %(default)s)")
+                    help="comma-separated (default %(default)s)")
     ap.add_argument("--batch", type=int, default=100, help=batch_help)
     ap.add_argument("--prefill-timeout", type=float, default=90.0,
                     help="seconds allowed for pre-filling")
@@ -285,11 +286,11 @@ def add_run_args(ap: argparse.ArgumentParser, repeat: int,
                     help="percent of one core counted as idle by --wait-quiet (default %(default)s)")
 
 
-def connection_counts(text: str) -> list[int]:
-    """--connections "1,4" -> [1, 4] (each 1..64)."""
+def connection_counts(text: str, most: int = 64) -> list[int]:
+    """--connections "1,4" -> [1, 4] (each 1..most)."""
     counts = [int(x) for x in text.split(",") if x.strip()]
-    if not counts or any(c < 1 or c > 64 for c in counts):
-        raise SystemExit("--connections: comma-separated counts, each 1..64")
+    if not counts or any(c < 1 or c > most for c in counts):
+        raise SystemExit(f"--connections: comma-separated counts, each 1..{most}")
     return counts
 
 
