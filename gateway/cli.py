@@ -21,8 +21,9 @@ from .config import DURABILITY, ConfigError, check_database_url, load, parse_lis
 VERSION = "0.1.0"
 
 
-def build_config(args):
-    """Config from --config plus command-line overrides. Raises ConfigError."""
+def build_config(args, check_db: bool = True):
+    """Config from --config plus command-line overrides. Raises ConfigError. `check_db=False`
+    leaves the database URL's check (it imports SQLAlchemy) to the caller."""
     cfg = load(getattr(args, "config", None))
     if getattr(args, "listen", None):
         cfg.listeners = [parse_listen_flag(v) for v in args.listen]
@@ -32,7 +33,7 @@ def build_config(args):
         cfg.durability = args.durability
     if getattr(args, "log_level", None):
         cfg.log_level = args.log_level
-    if cfg.durability != "memory" or args.cmd == "migrate":
+    if check_db and (cfg.durability != "memory" or args.cmd == "migrate"):
         check_database_url(cfg.database_url)
     return cfg
 
@@ -61,7 +62,7 @@ def main(argv=None) -> int:
     if args.cmd in ("export", "analyze", "enqueue"):
         return pipeline_cli.run(args)
     try:
-        cfg = build_config(args)
+        cfg = build_config(args, check_db=False)
     except ConfigError as e:
         print(f"jobgate: {e}", file=sys.stderr)
         return 2
@@ -74,6 +75,12 @@ def main(argv=None) -> int:
         except OSError as e:
             print(f"jobgate: cannot listen: {e}", file=sys.stderr)
             return 1
+    try:
+        if cfg.durability != "memory" or args.cmd == "migrate":
+            check_database_url(cfg.database_url)
+    except ConfigError as e:
+        print(f"jobgate: {e}", file=sys.stderr)
+        return 2
     from .logs import setup
     setup(cfg.log_level, cfg.log_format)
     if args.cmd == "migrate":

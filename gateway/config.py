@@ -9,6 +9,7 @@ A file looks like this (every key optional; unknown keys are an error naming the
     database:
       url: sqlite:///jobgate.db                     # or postgresql+psycopg://user@host/db
       sqlite_synchronous: normal                    # normal | full
+      writer_thread: auto                           # auto | on | off (see Config)
     durability: commit                              # commit | buffered | memory
     history:
       enabled: true
@@ -75,6 +76,11 @@ class Config:
     listeners: list = field(default_factory=_default_listeners)
     database_url: str = "sqlite:///jobgate.db"
     sqlite_synchronous: str = "normal"
+    #: where commits run: "on" a writer thread (the loop serves while a batch commits), "off"
+    #: on the event loop, "auto" (default): on for PostgreSQL (the commit waits on the network),
+    #: off for SQLite (a CPU-bound commit under the GIL: measured faster on the loop,
+    #: docs/performance.md).
+    writer_thread: str = "auto"
     durability: str = "commit"
     history_enabled: bool = True
     history_retention_days: int = 30
@@ -164,7 +170,11 @@ def from_dict(raw) -> Config:
     if "listeners" in raw:
         ls = _keys(raw["listeners"], registry.names(), "listeners")
         c.listeners = [parse_listener(k, v, f"listeners.{k}") for k, v in ls.items()]
-    db = _keys(raw.get("database"), ("url", "sqlite_synchronous"), "database")
+    db = _keys(raw.get("database"), ("url", "sqlite_synchronous", "writer_thread"), "database")
+    if "writer_thread" in db:
+        v = db["writer_thread"]
+        v = {True: "on", False: "off"}.get(v, v)   # YAML reads a bare on/off as a boolean
+        c.writer_thread = _choice(v, "database.writer_thread", ("auto", "on", "off"))
     if "url" in db:
         c.database_url = _str(db["url"], "database.url")
     if "sqlite_synchronous" in db:

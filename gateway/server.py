@@ -172,7 +172,10 @@ class Runtime:
         self._stop = anyio.Event()
         async with anyio.create_task_group() as tg:
             if self.store is not None:
-                self.writer = Writer(self.port.persistence, self.store)
+                wt = self.config.writer_thread
+                self.writer = Writer(self.port.persistence, self.store,
+                                     thread=wt == "on" or (wt == "auto"
+                                                           and not self.store.is_sqlite))
                 tg.start_soon(self.writer.run)
                 if self.config.history_retention_days > 0:
                     tg.start_soon(self._retention)

@@ -1,17 +1,18 @@
-"""The single storage writer: group commit of journal batches on its own thread (DESIGN.md,
-durability).
+"""The single storage writer: group commit of journal batches (DESIGN.md, durability).
 
-One thread (`jobgate-writer`) owns the storage connection and commits one closed batch at a
-time; the event loop keeps reading, parsing and answering meanwhile, and the next batch
-gathers every mutation made by every connection while the previous one commits (SQLite and
-psycopg release the GIL while they wait on the database). A reply that must be durable waits
-until every mutation made before it has committed: connections hold such replies
-(gateway/runner.py) and are called back on the loop after each commit (`on_commit`);
-`durable()` is the same wait for a coroutine. `flush()` waits until everything recorded so far
-is committed (used at shutdown).
+With a writer thread (`jobgate-writer`, the default for PostgreSQL) one thread owns the storage
+connection and commits one closed batch at a time; the event loop keeps reading, parsing and
+answering meanwhile, and the next batch gathers every mutation made by every connection while
+the previous one commits (psycopg and SQLite release the GIL while they wait on the database).
+Without it (the default for SQLite, `database.writer_thread`) the commit runs on the loop after
+each iteration: a SQLite commit is CPU work under the GIL, and handing it to a thread measured
+slower in every cell (docs/performance.md, issue 14). A reply that must be durable waits until
+every mutation made before it has committed: connections hold such replies (gateway/runner.py)
+and are called back on the loop after each commit (`on_commit`); `durable()` is the same wait
+for a coroutine. `flush()` waits until everything recorded so far is committed (shutdown).
 
-`before_commit` (tests only): a callable run on the writer thread before each batch is written,
-to make a commit slow or observe it without touching the database.
+`before_commit` (tests only): a callable run before each batch is written (on the writer
+thread when there is one), to make a commit slow or observe it without touching the database.
 """
 from __future__ import annotations
 
@@ -34,12 +35,14 @@ class Writer:
 
     `persistence`: core.api.Persistence (the journal); `store`: core.api.StorePort.
     `idle_flush_s`: lone history events (no job row pending) are written within this many
-    seconds. The hand-off is a queue to the thread and `call_soon_threadsafe` back: no task or
+    seconds. `thread=False`: commit on the event loop instead (each commit then runs after the
+    loop iteration that made the batch; config `database.writer_thread`). The hand-off is a queue to the thread and `call_soon_threadsafe` back: no task or
     future per commit, and the next batch starts the moment the previous one is done.
     """
 
-    def __init__(self, persistence, store) -> None:
+    def __init__(self, persistence, store, thread: bool = True) -> None:
         self.persistence = persistence
+        self.thread = thread
         self.store = store
         self._committed = anyio.Event()
         self._failed = anyio.Event()
@@ -76,7 +79,22 @@ class Writer:
         if self._busy or self._error is not None or not p.has_unwritten():
             return
         self._busy = True
-        self._queue.put(p.take())
+        batch = p.take()
+        if self.thread:
+            self._queue.put(batch)
+            return
+        self._done(batch, self._commit(batch))
+
+    def _commit(self, batch):
+        """Write `batch` (the test hook first); returns the exception or None."""
+        try:
+            hook = self.before_commit
+            if hook is not None:
+                hook(batch)
+            self.store.write(batch)
+        except Exception as e:  # handed to _done, which stops the server
+            return e
+        return None
 
     def _done(self, batch, error) -> None:
         """On the loop: the writer thread finished `batch` (error: its exception or None)."""
@@ -95,7 +113,11 @@ class Writer:
         for fn in list(self._listeners):
             fn()
         if p.pending:      # what was done while this batch committed: commit it now
-            self._start()
+            if self.thread:
+                self._start()
+            elif not self._scheduled:
+                self._scheduled = True
+                self._loop.call_soon(self._start)
 
     # ---------------------------------------------------------- writer thread
     def _main(self) -> None:
@@ -105,14 +127,7 @@ class Writer:
             batch = q.get()
             if batch is None:
                 return
-            error = None
-            try:
-                hook = self.before_commit
-                if hook is not None:
-                    hook(batch)
-                self.store.write(batch)
-            except Exception as e:  # handed to the loop, which stops the server
-                error = e
+            error = self._commit(batch)
             try:
                 loop.call_soon_threadsafe(self._done, batch, error)
             except RuntimeError:   # the loop is closed: the server is gone
@@ -123,8 +138,10 @@ class Writer:
         """Start the writer thread and flush until cancelled (call flush() first to drain).
         Raises the storage error of a failed commit."""
         self._loop = asyncio.get_running_loop()
-        self._thread = threading.Thread(target=self._main, name="jobgate-writer", daemon=True)
-        self._thread.start()
+        if self.thread:
+            self._thread = threading.Thread(target=self._main, name="jobgate-writer",
+                                            daemon=True)
+            self._thread.start()
         try:
             self._start()
             while True:
@@ -134,8 +151,9 @@ class Writer:
                     raise self._error
                 self._start()      # lone history events
         finally:
-            self._queue.put(None)
-            self._thread.join(30)
+            if self._thread is not None:
+                self._queue.put(None)
+                self._thread.join(30)
 
     async def durable(self) -> None:
         """Wait until every mutation recorded before this call is committed. Raises the

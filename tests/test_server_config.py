@@ -220,3 +220,15 @@ log: {{level: warning}}
     finally:
         for c in conns:
             c.close()
+
+
+def test_writer_thread_setting(tmp_path):
+    """database.writer_thread: auto (default), on / off (YAML's bare on/off read as booleans
+    too); anything else is an error naming the key."""
+    from gateway.config import ConfigError, load
+    assert load(None).writer_thread == "auto"
+    for text, want in (("on", "on"), ("off", "off"), ("auto", "auto"), ('"on"', "on")):
+        assert load(write_config(tmp_path, f"database: {{writer_thread: {text}}}\n")
+                    ).writer_thread == want
+    with pytest.raises(ConfigError, match="database.writer_thread"):
+        load(write_config(tmp_path, "database: {writer_thread: sometimes}\n"))
