@@ -66,6 +66,8 @@ class Engine(Queues, Scheduling, Outcomes, Extras):
         self.queue_order: list[str] = []   # beanstalkd's tube set order (swap-remove on delete)
         self.pinned = frozenset(pinned)
         self.next_id = 1
+        self._ints: dict = {}         # canonical int objects of common priorities and TTRs
+        self._last_wall = 0           # the last creation ms, shared by the jobs made in it
         self.total_jobs = 0
         self.job_timeouts = 0
         self.stall_failures = 0
@@ -217,8 +219,17 @@ class Engine(Queues, Scheduling, Outcomes, Extras):
         """
         blocked = ext is not None and bool(ext.get("deps"))
         row = check(NEW, event, DELAYED if blocked or delay_ms > 0 else READY)
-        job = Job(self.next_id, queue, payload, priority, ttr_ms, delay_ms,
-                  self.clock.wall_ms(), dialect, uid)
+        # jobs share one int object per priority, TTR and creation ms (memory per job)
+        ints = self._ints
+        if len(ints) < 4096:
+            priority = ints.setdefault(priority, priority)
+            ttr_ms = ints.setdefault(ttr_ms, ttr_ms)
+        now = self.clock.wall_ms()
+        if now == self._last_wall:
+            now = self._last_wall
+        else:
+            self._last_wall = now
+        job = Job(self.next_id, queue, payload, priority, ttr_ms, delay_ms, now, dialect, uid)
         self.next_id += 1
         self.jobs[job.id] = job
         if uid is not None:

@@ -13,6 +13,46 @@ from collections import deque
 from .model import READY, TOKEN_CHECKED
 
 
+#: A job's rarely set fields, with their defaults: they live in a side object (JobMore) that
+#: exists only once one of them is set to something else (issue 14: memory per job). Most jobs
+#: are put, reserved and deleted without ever touching them.
+MORE_FIELDS = (
+    ("timeouts", 0), ("releases", 0), ("buries", 0), ("kicks", 0), ("fails", 0),
+    ("ttl_ms", 0), ("expires_at", 0), ("max_attempts", 0), ("max_fails", 0),
+    ("result", None), ("result_ok", False), ("sched_ms", 0), ("fmt", 0), ("ext", None),
+)
+
+
+class JobMore:
+    """The side object of a Job's rarely set fields (MORE_FIELDS); see Job."""
+
+    __slots__ = tuple(name for name, _ in MORE_FIELDS)
+
+    def __init__(self) -> None:
+        for name, default in MORE_FIELDS:
+            setattr(self, name, default)
+
+
+def _more(name: str, default):
+    """A Job attribute kept in its JobMore: reads give `default` while there is none; writing
+    the default creates none."""
+    slot = getattr(JobMore, name)
+    get_slot, set_slot = slot.__get__, slot.__set__
+
+    def get(job):
+        x = job.more
+        return default if x is None else get_slot(x)
+
+    def set(job, value):
+        x = job.more
+        if x is None:
+            if value is default or value == default and value.__class__ is default.__class__:
+                return
+            x = job.more = JobMore()
+        set_slot(x, value)
+    return property(get, set, doc=f"{name} (default {default!r}; kept in Job.more)")
+
+
 class Job:
     """One job, in whichever dialect it was created.
 
@@ -33,13 +73,17 @@ class Job:
     that is not a string), ext (dict of extras such as name, backoff, tags, progress, logs,
     dependsOn; None for jobs that have none; stored as one MessagePack map). `ext` is replaced,
     never changed in place, so a snapshot may share it (core/extras.py).
+
+    Layout: the fields every job uses are slots; the rarely set ones (MORE_FIELDS: the counters
+    other than `reserves`, the finishing fields, fmt and ext) are properties over `more`, a
+    JobMore made the first time one of them gets a value other than its default. A job that is
+    put, reserved and deleted costs 19 slots instead of 32.
     """
 
     __slots__ = (
         "id", "uid", "queue", "payload", "priority", "state", "created_ms", "delay_ms", "ttr_ms",
-        "ready_at", "deadline", "owner", "reserves", "timeouts", "releases", "buries", "kicks",
-        "dialect", "hver", "in_db", "ttl_ms", "expires_at", "max_attempts", "max_fails",
-        "fails", "result", "result_ok", "sched_ms", "fmt", "ext", "token", "lease_mode",
+        "ready_at", "deadline", "owner", "reserves", "dialect", "hver", "in_db", "token",
+        "lease_mode", "more",
     )
 
     def __init__(self, id: int, queue: str, payload: bytes, priority: int, ttr_ms: int,
@@ -57,33 +101,26 @@ class Job:
         self.deadline = 0
         self.owner = None
         self.reserves = 0
-        self.timeouts = 0
-        self.releases = 0
-        self.buries = 0
-        self.kicks = 0
         self.dialect = dialect
         self.hver = 0
         self.in_db = 0
-        self.ttl_ms = 0
-        self.expires_at = 0
-        self.max_attempts = 0
-        self.max_fails = 0
-        self.fails = 0
-        self.result = None
-        self.result_ok = False
-        self.sched_ms = 0
-        self.fmt = 0
-        self.ext = None
         self.token = None
         self.lease_mode = TOKEN_CHECKED
+        self.more = None
 
     @property
     def finished(self) -> bool:
         """True once the job has a result (completed, or failed for good)."""
-        return self.result is not None
+        x = self.more
+        return x is not None and x.result is not None
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"<Job {self.id} {self.queue} {self.state} pri={self.priority}>"
+
+
+for _name, _default in MORE_FIELDS:
+    setattr(Job, _name, _more(_name, _default))
+del _name, _default
 
 
 class Queue:
