@@ -34,24 +34,37 @@ def restore(engine, loaded) -> int:
     owners: dict = {}
     n = 0
     top = 0
+    # Rows bring a fresh object for every value; jobs made at run time share their queue
+    # name, dialect, priority, TTR and creation ms. Share them here too, so that a restart
+    # does not cost more memory than the run before it (issue 14).
+    strs: dict = {}
+    ints = engine._ints
+    last_created = 0
     for r in loaded.jobs:
-        job = Job(r["id"], r["queue"], bytes(r["payload"]), r["priority"], r["ttr_ms"],
-                  r["delay_ms"], r["created_ms"], r["dialect"], r["uid"])
+        queue = strs.setdefault(r["queue"], r["queue"])
+        dialect = strs.setdefault(r["dialect"], r["dialect"])
+        pri, ttr, created = r["priority"], r["ttr_ms"], r["created_ms"]
+        if len(ints) < 4096:
+            pri = ints.setdefault(pri, pri)
+            ttr = ints.setdefault(ttr, ttr)
+        if created == last_created:
+            created = last_created
+        else:
+            last_created = created
+        job = Job(r["id"], queue, bytes(r["payload"]), pri, ttr, r["delay_ms"], created,
+                  dialect, r["uid"])
         top = job.id
         job.reserves = r["reserves"]
-        job.timeouts = r["timeouts"]
-        job.releases = r["releases"]
-        job.buries = r["buries"]
-        job.kicks = r["kicks"]
-        job.fails = r["fails"]
-        job.ttl_ms = r["ttl_ms"]
-        job.max_attempts = r["max_attempts"]
-        job.max_fails = r["max_fails"]
-        job.sched_ms = r["sched_ms"]
+        # the rarely set fields only when set (each write goes through a property: core.records)
+        for name in _MORE_COLUMNS:
+            v = r[name]
+            if v:
+                setattr(job, name, v)
         if r["result"] is not None:
             job.result = bytes(r["result"])
             job.result_ok = bool(r["result_ok"])
-        job.fmt = r["payload_fmt"]
+        if r["payload_fmt"]:
+            job.fmt = r["payload_fmt"]
         if r["extras"] is not None:
             job.ext = msgpack.unpackb(r["extras"], raw=False, strict_map_key=False)
         job.in_db = 1
@@ -84,6 +97,10 @@ def restore(engine, loaded) -> int:
     assert all(x.state in (READY, DELAYED, BURIED, COMPLETED, RESERVED)
                for x in engine.jobs.values())
     return n
+
+
+_MORE_COLUMNS = ("timeouts", "releases", "buries", "kicks", "fails", "ttl_ms", "max_attempts",
+                 "max_fails", "sched_ms")
 
 
 def _lease(engine, job: Job, q, r: dict, owners: dict, now_mono: int, now_wall: int) -> None:
