@@ -173,11 +173,15 @@ class Store:
     def scan_jobs(self, chunk: int = 10_000) -> Iterator[dict]:
         """Every live job row as a dict, in id order, fetched `chunk` rows at a time (a
         server-side cursor on PostgreSQL), so recovery never holds the whole table twice."""
+        cols = tuple(c.name for c in schema.jobs.columns)
+        # plain SQL: rows come as the driver gives them, without SQLAlchemy's per-value
+        # result processing (every column here is a driver-native int, str or bytes)
+        sql = f"SELECT {', '.join(cols)} FROM jobs ORDER BY id"
         with self.engine.connect() as conn:
-            res = conn.execution_options(stream_results=True, yield_per=chunk).execute(
-                sa.select(schema.jobs).order_by(schema.jobs.c.id))
-            for r in res:
-                yield dict(r._mapping)
+            res = conn.execution_options(stream_results=True, yield_per=chunk).exec_driver_sql(
+                sql)
+            for r in res:      # zip over the row tuple: a third of the cost of r._mapping
+                yield dict(zip(cols, r))
 
     def load_next_id(self) -> int:
         """The stored next job id (1 on an empty database)."""
