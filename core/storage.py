@@ -59,9 +59,29 @@ def make_engine(url: str) -> sa.Engine:
     return sa.create_engine(u, pool_pre_ping=True)
 
 
+class _Cursor:
+    """A DB-API cursor with the one method the named write operations call:
+    `exec_driver_sql(sql, params)`, params a tuple (one execution) or a list of tuples
+    (executemany)."""
+
+    __slots__ = ("cur",)
+
+    def __init__(self, cur) -> None:
+        self.cur = cur
+
+    def exec_driver_sql(self, sql: str, params) -> None:
+        if params.__class__ is list:
+            self.cur.executemany(sql, params)
+        else:
+            self.cur.execute(sql, params)
+
+    def close(self) -> None:
+        self.cur.close()
+
+
 class Store:
     """The SQL implementation of StorePort. Raises sqlalchemy.exc.SQLAlchemyError on database
-    errors.
+    errors (a write's driver error is re-raised as SQLAlchemy's class for it).
 
     url: SQLAlchemy URL (sqlite:///path.db, postgresql+psycopg://user@host/db).
     sqlite_synchronous: "NORMAL" (default) or "FULL". `engine`: the SQLAlchemy engine (the
@@ -120,12 +140,9 @@ class Store:
         p2 = _placeholders(ps, 2)
         self._wconn = None
         self._stored_next_id = 0
-        if self.is_sqlite:
-            from sqlalchemy.dialects.sqlite import insert as dialect_insert
-        else:
-            from sqlalchemy.dialects.postgresql import insert as dialect_insert
-        self._queue_upsert = dialect_insert(schema.queues).on_conflict_do_nothing(
-            index_elements=["name"])
+        # both SQLite (3.24+) and PostgreSQL know ON CONFLICT DO NOTHING
+        self._sql_queue_upsert = (f"INSERT INTO {schema.queues.name} (name, created_ms) "
+                                  f"VALUES ({p2[0]}, {p2[1]}) ON CONFLICT (name) DO NOTHING")
         self._sql_next_id = f"UPDATE {schema.meta.name} SET value = {p2[0]} WHERE key = {p2[1]}"
 
     # ------------------------------------------------------------------ lock
@@ -206,28 +223,41 @@ class Store:
     def write(self, batch) -> None:
         """Commit one core.journal.Batch in a single transaction (StorePort's order).
 
-        Uses one long-lived connection (the writer is the only caller), so a batch costs no
-        pool checkout; after a failure the connection is discarded and the error re-raised.
+        The hot path: one long-lived DB-API connection from the engine's pool (its connect
+        events, such as SQLite's pragmas, applied) and plain cursor calls with SQL prepared in
+        __init__ for the driver's paramstyle; no SQLAlchemy statement execution per call
+        (about 23 us each, most of a one-job commit: docs/performance.md). After a failure
+        the connection is rolled back and discarded, and the driver's error re-raised as
+        SQLAlchemy's class for it (sqlalchemy.exc.IntegrityError, OperationalError, ...).
         """
-        conn = self._wconn
-        if conn is None:
-            conn = self._wconn = self.engine.connect()
+        raw = self._wconn
+        if raw is None:
+            raw = self._wconn = self.engine.raw_connection()
+        cur = _Cursor(raw.cursor())
         try:
-            with conn.begin():
-                self.note_queues(conn, batch.queues)
-                self.insert_jobs(conn, batch.inserts, batch.inserts_full)
-                self.set_next_id(conn, batch.next_id)
-                self.move_states(conn, batch.moves)
-                self.record_reservations(conn, batch.reservations)
-                self.record_results(conn, batch.results)
-                self.replace_payloads(conn, batch.payloads)
-                self.delete_jobs(conn, batch.deletes)
-                self.append_history(conn, batch.events)
+            self.note_queues(cur, batch.queues)
+            self.insert_jobs(cur, batch.inserts, batch.inserts_full)
+            self.set_next_id(cur, batch.next_id)
+            self.move_states(cur, batch.moves)
+            self.record_reservations(cur, batch.reservations)
+            self.record_results(cur, batch.results)
+            self.replace_payloads(cur, batch.payloads)
+            self.delete_jobs(cur, batch.deletes)
+            self.append_history(cur, batch.events)
+            cur.close()
+            raw.commit()
             self._stored_next_id = max(self._stored_next_id, batch.next_id)
-        except Exception:
+        except Exception as e:
             self._wconn = None
-            conn.invalidate()
-            conn.close()
+            for step in (cur.close, raw.rollback):
+                try:
+                    step()
+                except Exception:  # the connection may be gone; it is discarded either way
+                    pass
+            raw.invalidate()
+            base = self.engine.dialect.loaded_dbapi.Error
+            if isinstance(e, base):   # the StorePort contract: SQLAlchemy's error classes
+                raise sa.exc.DBAPIError.instance(None, None, e, base) from e
             raise
 
     def _many(self, conn, head: str, width: int, rows: list) -> None:
@@ -242,7 +272,7 @@ class Store:
     def note_queues(self, conn, rows: list) -> None:
         """Remember queues first used: (name, created_ms) rows; known names are kept."""
         if rows:
-            conn.execute(self._queue_upsert, [{"name": n, "created_ms": t} for n, t in rows])
+            conn.exec_driver_sql(self._sql_queue_upsert, rows)
 
     def insert_jobs(self, conn, new_rows: list, full_rows: list) -> None:
         """Insert new jobs: `new_rows` in JOB_NEW_COLUMNS order (counters zero), `full_rows`
