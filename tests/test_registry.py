@@ -18,6 +18,7 @@ from protocols.contract import Option, Registration
 from protocols.sequential import Sequential
 
 from .inproc import InProcServer
+from .support import ROOT
 
 WAIT, QUIT = object(), object()
 
@@ -133,3 +134,24 @@ def test_the_cli_help_lists_the_registered_dialects(with_echo, capsys):
     out = " ".join(capsys.readouterr().out.split())   # as printed, without the wrapping
     assert "echo (7777: a toy protocol for this test)" in out
     assert "beanstalk (11300" in out and "bunqueue (6789" in out and "workq (9922" in out
+
+
+def test_registry_is_light_and_exports_stay_reachable():
+    """The command line binds its sockets right after reading the config (gateway/listen.py),
+    so importing the registry must not load the dialects' sessions, the engine or msgpack;
+    the packages' names still import on first use."""
+    import subprocess
+    import sys
+    code = ("import sys, gateway.cli; "
+            "print(sorted(m for m in sys.modules if m.startswith(('protocols.', 'core.')) "
+            "or m in ('msgpack', 'sqlalchemy', 'anyio')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True,
+                         text=True, cwd=ROOT).stdout
+    assert eval(out) == ["protocols.beanstalk", "protocols.bunqueue", "protocols.contract",
+                         "protocols.workq"]
+    from protocols import beanstalk, bunqueue, workq
+    from protocols.bunqueue import codec
+    assert bunqueue.MAX_FRAME == codec.MAX_FRAME
+    assert beanstalk.Parser.__module__ == "protocols.beanstalk.parser"
+    assert workq.connect.__module__ == "protocols.workq.session"
+    assert bunqueue.FrameReader is codec.FrameReader

@@ -5,16 +5,26 @@ and returns framed replies, connection.Connection runs a Session over the connec
 (protocols/contract.py). `REGISTRATION` is what the gateway's registry lists.
 """
 from ..contract import Option, Registration
-from .codec import FrameReader, MAX_FRAME
-from .connection import Connection, connect
-from .info import BunqueueInfo
-from .session import Session
+
+#: the largest frame accepted by default (protocols/bunqueue/codec.py MAX_FRAME, kept equal
+#: by tests/test_registry.py; not imported from there so that the registry stays light)
+MAX_FRAME = 64 * 1024 * 1024
 
 __all__ = ["BunqueueInfo", "Connection", "FrameReader", "MAX_FRAME", "Session", "connect",
            "REGISTRATION"]
 
 
-def _state(port, options: dict, context) -> BunqueueInfo:
+_EXPORTS = {"FrameReader": ".codec", "Connection": ".connection", "connect": ".connection",
+            "BunqueueInfo": ".info", "Session": ".session"}
+
+
+def _connect(info, transport):
+    from .connection import connect
+    return connect(info, transport)
+
+
+def _state(port, options: dict, context):
+    from .info import BunqueueInfo
     return BunqueueInfo(port, options["auth_tokens"], options["rate_limit"],
                         context.database_path, options["max_frame"])
 
@@ -23,7 +33,7 @@ REGISTRATION = Registration(
     name="bunqueue",
     default_port=6789,
     make_state=_state,
-    session_factory=connect,
+    session_factory=_connect,
     refuse_reply=None,   # the reference has none: the connection is closed
     options_path=("bunqueue",),
     options=(
@@ -34,3 +44,13 @@ REGISTRATION = Registration(
     ),
     summary="bunqueue 2.9.5 TCP protocol (length-prefixed MessagePack, pipelining)",
 )
+
+
+def __getattr__(name: str):
+    """The package's exports, imported on first use: the registry (and so the command line,
+    before it binds) loads only REGISTRATION."""
+    mod = _EXPORTS.get(name)
+    if mod is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+    return getattr(importlib.import_module(mod, __name__), name)
