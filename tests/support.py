@@ -37,8 +37,29 @@ def wait_port(port: int, proc: subprocess.Popen | None = None, timeout: float = 
     raise RuntimeError(f"port {port} not listening after {timeout}s")
 
 
+def wait_serving(port: int, proc: subprocess.Popen | None = None, timeout: float = 30.0) -> None:
+    """Wait until the beanstalk listener on 127.0.0.1:port answers a command. A jobgate
+    server listens before it has locked and recovered its database (gateway/listen.py), so
+    accepting a connection no longer means it is serving; an answer does. Raises RuntimeError
+    when the process exits or the time is up."""
+    wait_port(port, proc, timeout)
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+            s.sendall(b"list-tubes\r\n")
+            buf = b""
+            while not buf.endswith(b"\n\r\n"):
+                d = s.recv(4096)
+                if not d:
+                    raise OSError("connection closed")
+                buf += d
+    except OSError as e:
+        raise RuntimeError(f"server on port {port} did not answer ({e}; exit status "
+                           f"{None if proc is None else proc.poll()})") from None
+
+
 class Server:
     """A jobgate server subprocess: `jobgate serve` with the given database and durability.
+    The constructor returns once the server answers (it holds its database and recovered).
 
     Attributes: port (beanstalk), workq_port (None unless `workq`), bunqueue_port (None unless
     `bunqueue`), proc, url. `stop()` sends
@@ -69,7 +90,7 @@ class Server:
         self.proc = subprocess.Popen(args, cwd=cwd or ROOT, env=env, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE)
         try:
-            wait_port(self.port, self.proc)
+            wait_serving(self.port, self.proc)
             if self.workq_port:
                 wait_port(self.workq_port, self.proc)
             if self.bunqueue_port:

@@ -23,7 +23,7 @@ from migrations import upgrade
 
 from .bunqueue_support import BQ, OK, qname
 from .server_support import Proc, serve_argv
-from .support import free_port
+from .support import free_port, wait_serving
 
 
 def _err(msg: str) -> dict:
@@ -180,7 +180,7 @@ def test_jobgate_beanstalkd_with_one_binlog_dir_twice_refuses_too(tmp_path, proc
     import sys
     argv = [sys.executable, "-m", "gateway.beanstalkd_cli", "-l", "127.0.0.1", "-b", d]
     first = procs(argv + ["-p", str(p1)])
-    first.wait_tcp(p1)
+    wait_serving(p1, first.proc)    # it holds the database (listening alone does not say so)
     second = procs(argv + ["-p", str(p2)])
     assert second.proc.wait(30) == 1
     _, _, err = second.stop()
