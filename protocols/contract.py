@@ -95,3 +95,32 @@ class Registration:
     options_path: tuple = ()
     options: tuple = field(default_factory=tuple)
     summary: str = ""
+
+
+def lazy_exports(package: str, exports: dict) -> Callable:
+    """A module `__getattr__` for a dialect package whose names are imported on first use
+    (`exports`: name -> submodule such as ".session"), so that importing the package, and so
+    the registry and the command line before it binds, loads only its REGISTRATION (issue 14:
+    start-up). Raises AttributeError for other names."""
+    def __getattr__(name: str):
+        mod = exports.get(name)
+        if mod is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        import importlib
+        return getattr(importlib.import_module(mod, package), name)
+    return __getattr__
+
+
+def lazy_call(package: str, module: str, name: str) -> Callable:
+    """A function that imports `module` of `package` on its first call and then calls its
+    `name` with the same arguments: a Registration's session factory that does not load the
+    session at import time."""
+    target = None
+
+    def call(*args):
+        nonlocal target
+        if target is None:
+            import importlib
+            target = getattr(importlib.import_module(module, package), name)
+        return target(*args)
+    return call

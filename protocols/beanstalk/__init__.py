@@ -2,7 +2,7 @@
 
 `REGISTRATION` is what the gateway's registry lists (protocols/contract.py).
 """
-from ..contract import Option, Registration
+from ..contract import Option, Registration, lazy_call, lazy_exports
 
 __all__ = ["Parser", "Session", "ServerInfo", "connect", "REGISTRATION"]
 
@@ -16,16 +16,11 @@ def _state(port, options: dict, context):
     return ServerInfo(port, options["max_job_size"], context.version, options["line_max"])
 
 
-def _connect(info, transport):
-    from .session import connect
-    return connect(info, transport)
-
-
 REGISTRATION = Registration(
     name="beanstalk",
     default_port=11300,
     make_state=_state,
-    session_factory=_connect,
+    session_factory=lazy_call(__name__, ".session", "connect"),
     refuse_reply=None,   # beanstalkd has no reply for it: the connection is closed
     options_path=("limits", "beanstalk"),
     options=(
@@ -38,11 +33,4 @@ REGISTRATION = Registration(
 )
 
 
-def __getattr__(name: str):
-    """The package's exports, imported on first use: the registry (and so the command line,
-    before it binds) loads only REGISTRATION."""
-    mod = _EXPORTS.get(name)
-    if mod is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-    return getattr(importlib.import_module(mod, __name__), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -4,7 +4,7 @@ Sans-IO: codec.FrameReader cuts frames, session.Session runs commands through th
 and returns framed replies, connection.Connection runs a Session over the connection contract
 (protocols/contract.py). `REGISTRATION` is what the gateway's registry lists.
 """
-from ..contract import Option, Registration
+from ..contract import Option, Registration, lazy_call, lazy_exports
 
 #: the largest frame accepted by default (protocols/bunqueue/codec.py MAX_FRAME, kept equal
 #: by tests/test_registry.py; not imported from there so that the registry stays light)
@@ -18,10 +18,6 @@ _EXPORTS = {"FrameReader": ".codec", "Connection": ".connection", "connect": ".c
             "BunqueueInfo": ".info", "Session": ".session"}
 
 
-def _connect(info, transport):
-    from .connection import connect
-    return connect(info, transport)
-
 
 def _state(port, options: dict, context):
     from .info import BunqueueInfo
@@ -33,7 +29,7 @@ REGISTRATION = Registration(
     name="bunqueue",
     default_port=6789,
     make_state=_state,
-    session_factory=_connect,
+    session_factory=lazy_call(__name__, ".connection", "connect"),
     refuse_reply=None,   # the reference has none: the connection is closed
     options_path=("bunqueue",),
     options=(
@@ -46,11 +42,4 @@ REGISTRATION = Registration(
 )
 
 
-def __getattr__(name: str):
-    """The package's exports, imported on first use: the registry (and so the command line,
-    before it binds) loads only REGISTRATION."""
-    mod = _EXPORTS.get(name)
-    if mod is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-    return getattr(importlib.import_module(mod, __name__), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -2,7 +2,7 @@
 
 `REGISTRATION` is what the gateway's registry lists (protocols/contract.py).
 """
-from ..contract import Registration
+from ..contract import Registration, lazy_call, lazy_exports
 
 __all__ = ["CLOSE", "Parser", "QUIT", "Session", "WAIT", "WorkqInfo", "connect",
            "REGISTRATION"]
@@ -17,26 +17,14 @@ def _state(port, options: dict, context):
     return WorkqInfo(port)
 
 
-def _connect(info, transport):
-    from .session import connect
-    return connect(info, transport)
-
-
 REGISTRATION = Registration(
     name="workq",
     default_port=9922,
     make_state=_state,
-    session_factory=_connect,
+    session_factory=lazy_call(__name__, ".session", "connect"),
     refuse_reply=None,   # the reference accepts every connection: none to copy
     summary="workq's +/- text protocol (iamduo/workq)",
 )
 
 
-def __getattr__(name: str):
-    """The package's exports, imported on first use: the registry (and so the command line,
-    before it binds) loads only REGISTRATION."""
-    mod = _EXPORTS.get(name)
-    if mod is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-    return getattr(importlib.import_module(mod, __name__), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)
