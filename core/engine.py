@@ -204,6 +204,22 @@ class Engine(Queues, Scheduling, Outcomes, Extras):
         return None
 
     # ------------------------------------------------------------ producers
+    def new_job(self, id: int, queue: str, payload: bytes, priority: int, ttr_ms: int,
+                delay_ms: int, created_ms: int, dialect: str, uid: str | None) -> Job:
+        """A Job record (not indexed anywhere yet) whose priority, TTR and creation ms are
+        shared int objects: one per distinct priority and TTR (up to 4096 values), one per
+        creation ms in a row. Used by put() and by recovery, so that jobs cost the same memory
+        before and after a restart (issue 14)."""
+        ints = self._ints
+        if len(ints) < 4096:
+            priority = ints.setdefault(priority, priority)
+            ttr_ms = ints.setdefault(ttr_ms, ttr_ms)
+        if created_ms == self._last_wall:
+            created_ms = self._last_wall
+        else:
+            self._last_wall = created_ms
+        return Job(id, queue, payload, priority, ttr_ms, delay_ms, created_ms, dialect, uid)
+
     def put(self, queue: str, payload: bytes, priority: int, delay_ms: int, ttr_ms: int,
             dialect: str, uid: str | None = None, ttl_ms: int = 0, expire_ms: int = 0,
             max_attempts: int = 0, max_fails: int = 0, sched_ms: int = 0,
@@ -219,17 +235,8 @@ class Engine(Queues, Scheduling, Outcomes, Extras):
         """
         blocked = ext is not None and bool(ext.get("deps"))
         row = check(NEW, event, DELAYED if blocked or delay_ms > 0 else READY)
-        # jobs share one int object per priority, TTR and creation ms (memory per job)
-        ints = self._ints
-        if len(ints) < 4096:
-            priority = ints.setdefault(priority, priority)
-            ttr_ms = ints.setdefault(ttr_ms, ttr_ms)
-        now = self.clock.wall_ms()
-        if now == self._last_wall:
-            now = self._last_wall
-        else:
-            self._last_wall = now
-        job = Job(self.next_id, queue, payload, priority, ttr_ms, delay_ms, now, dialect, uid)
+        job = self.new_job(self.next_id, queue, payload, priority, ttr_ms, delay_ms,
+                           self.clock.wall_ms(), dialect, uid)
         self.next_id += 1
         self.jobs[job.id] = job
         if uid is not None:

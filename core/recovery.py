@@ -35,24 +35,14 @@ def restore(engine, loaded) -> int:
     n = 0
     top = 0
     # Rows bring a fresh object for every value; jobs made at run time share their queue
-    # name, dialect, priority, TTR and creation ms. Share them here too, so that a restart
-    # does not cost more memory than the run before it (issue 14).
+    # name, dialect, priority, TTR and creation ms (Engine.new_job). Share them here too, so
+    # that a restart does not cost more memory than the run before it (issue 14).
     strs: dict = {}
-    ints = engine._ints
-    last_created = 0
     for r in loaded.jobs:
-        queue = strs.setdefault(r["queue"], r["queue"])
-        dialect = strs.setdefault(r["dialect"], r["dialect"])
-        pri, ttr, created = r["priority"], r["ttr_ms"], r["created_ms"]
-        if len(ints) < 4096:
-            pri = ints.setdefault(pri, pri)
-            ttr = ints.setdefault(ttr, ttr)
-        if created == last_created:
-            created = last_created
-        else:
-            last_created = created
-        job = Job(r["id"], queue, bytes(r["payload"]), pri, ttr, r["delay_ms"], created,
-                  dialect, r["uid"])
+        job = engine.new_job(r["id"], strs.setdefault(r["queue"], r["queue"]),
+                             bytes(r["payload"]), r["priority"], r["ttr_ms"], r["delay_ms"],
+                             r["created_ms"], strs.setdefault(r["dialect"], r["dialect"]),
+                             r["uid"])
         top = job.id
         job.reserves = r["reserves"]
         # the rarely set fields only when set (each write goes through a property: core.records)
