@@ -36,8 +36,9 @@ class Writer:
     `persistence`: core.api.Persistence (the journal); `store`: core.api.StorePort.
     `idle_flush_s`: lone history events (no job row pending) are written within this many
     seconds. `thread=False`: commit on the event loop instead (each commit then runs after the
-    loop iteration that made the batch; config `database.writer_thread`). The hand-off is a queue to the thread and `call_soon_threadsafe` back: no task or
-    future per commit, and the next batch starts the moment the previous one is done.
+    loop iteration that made the batch; config `database.writer_thread`). The hand-off is a
+    queue to the thread and `call_soon_threadsafe` back: no task or future per commit, and the
+    next batch starts the moment the previous one is done.
     """
 
     def __init__(self, persistence, store, thread: bool = True) -> None:
@@ -97,7 +98,7 @@ class Writer:
         return None
 
     def _done(self, batch, error) -> None:
-        """On the loop: the writer thread finished `batch` (error: its exception or None)."""
+        """On the loop: `batch` was committed (error: its exception, the server stops)."""
         self._busy = False
         if error is not None:
             log.error("storage commit failed; stopping", exc_info=error,
@@ -112,12 +113,11 @@ class Writer:
         ev.set()
         for fn in list(self._listeners):
             fn()
-        if p.pending:      # what was done while this batch committed: commit it now
+        if p.pending:      # what was done while this batch committed
             if self.thread:
-                self._start()
-            elif not self._scheduled:
-                self._scheduled = True
-                self._loop.call_soon(self._start)
+                self._start()        # goes to the thread now
+            else:
+                self._on_pending()   # after this loop iteration, as any new batch
 
     # ---------------------------------------------------------- writer thread
     def _main(self) -> None:

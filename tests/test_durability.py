@@ -107,13 +107,14 @@ def test_pipelined_puts_survive_kill9(db_url, servers):
         r.close()
 
 
-def test_acknowledged_puts_survive_kill9_under_concurrent_load(db_url, servers):
-    """Four producers pipeline puts; kill -9 while they run; every acknowledged id is stored
-    with its body (unacknowledged ones may or may not be)."""
-    s = servers(db_url, durability="commit")
+def kill9_while_producing(s, producers: int, per_write: int, enough: int) -> dict[int, bytes]:
+    """`producers` connections each write `per_write` puts at a time and wait for their
+    INSERTED replies (per_write=1: unpipelined); once `enough` puts are acknowledged the
+    server is killed with SIGKILL. Returns every acknowledged id -> body; fails on any
+    error reply."""
     acked: dict[int, bytes] = {}
     lock = threading.Lock()
-    enough = threading.Event()
+    reached = threading.Event()
     errors: list = []
 
     def producer(k: int) -> None:
@@ -123,16 +124,16 @@ def test_acknowledged_puts_survive_kill9_under_concurrent_load(db_url, servers):
             errors.append(e)
             return
         try:
-            for batch in range(200):  # bounded; the kill ends it much sooner
-                bodies = [b"p%d-%d-%d" % (k, batch, j) for j in range(50)]
+            for batch in range(10_000 // per_write):  # bounded; the kill ends it much sooner
+                bodies = [b"p%d-%d-%d" % (k, batch, j) for j in range(per_write)]
                 r.send(b"".join(b"put 0 0 60 %d\r\n%s\r\n" % (len(b), b) for b in bodies))
                 for b in bodies:
                     rep = r.reply()
                     assert rep.startswith(b"INSERTED "), rep
                     with lock:
                         acked[int(rep.split()[1])] = b
-                        if len(acked) >= 3000:
-                            enough.set()
+                        if len(acked) >= enough:
+                            reached.set()
         except (EOFError, OSError):
             return  # the server was killed mid-stream
         except AssertionError as e:
@@ -140,10 +141,10 @@ def test_acknowledged_puts_survive_kill9_under_concurrent_load(db_url, servers):
         finally:
             r.close()
 
-    threads = [threading.Thread(target=producer, args=(k,)) for k in range(4)]
+    threads = [threading.Thread(target=producer, args=(k,)) for k in range(producers)]
     for t in threads:
         t.start()
-    enough.wait(60)
+    reached.wait(60)
     s.kill()
     for t in threads:
         t.join(30)
@@ -151,22 +152,34 @@ def test_acknowledged_puts_survive_kill9_under_concurrent_load(db_url, servers):
     assert not errors, errors
     with lock:
         snapshot = dict(acked)
-    assert len(snapshot) >= 3000
+    assert len(snapshot) >= enough
+    return snapshot
 
+
+def assert_stored(r: Raw, snapshot: dict[int, bytes]) -> None:
+    """Every acknowledged job of `snapshot` (id -> body) is there with its body."""
+    ids = sorted(snapshot)
+    found = pipeline(r, [b"peek %d\r\n" % j for j in ids])
+    lost = [j for j, f in zip(ids, found) if f == b"NOT_FOUND\r\n"]
+    assert not lost, f"{len(lost)} acknowledged jobs lost after kill -9, first {lost[:10]}"
+    for j, f in zip(ids, found):
+        b = snapshot[j]
+        assert f == b"FOUND %d %d\r\n%s\r\n" % (j, len(b), b)
+
+
+def test_acknowledged_puts_survive_kill9_under_concurrent_load(db_url, servers):
+    """Four producers pipeline puts; kill -9 while they run; every acknowledged id is stored
+    with its body (unacknowledged ones may or may not be)."""
+    s = servers(db_url, durability="commit")
+    snapshot = kill9_while_producing(s, producers=4, per_write=50, enough=3000)
     s2 = servers(db_url, durability="commit")
     r = Raw(s2.port, timeout=30)
     try:
-        ids = sorted(snapshot)
-        found = pipeline(r, [b"peek %d\r\n" % j for j in ids])
-        lost = [j for j, f in zip(ids, found) if f == b"NOT_FOUND\r\n"]
-        assert not lost, f"{len(lost)} acknowledged jobs lost after kill -9, first {lost[:10]}"
-        for j, f in zip(ids, found):
-            b = snapshot[j]
-            assert f == b"FOUND %d %d\r\n%s\r\n" % (j, len(b), b)
+        assert_stored(r, snapshot)
         total = int(stats_of(r)["current-jobs-ready"])
         assert total >= len(snapshot)
         # ids continue after everything ever handed out
-        top = max(ids)
+        top = max(snapshot)
         rep = r.cmd(b"put 0 0 60 1\r\nz\r\n")
         assert int(rep.split()[1]) > top
     finally:
@@ -175,59 +188,14 @@ def test_acknowledged_puts_survive_kill9_under_concurrent_load(db_url, servers):
 
 def test_kill9_under_32_unpipelined_producers(db_url, servers):
     """32 connections each put one job and wait for INSERTED before the next (the worker's
-    traffic, whose puts the writer gathers into shared batches on its own thread); kill -9
-    while they run: every acknowledged job is stored with its body."""
+    traffic, whose puts the writer gathers into shared batches); kill -9 while they run:
+    every acknowledged job is stored with its body."""
     s = servers(db_url, durability="commit")
-    acked: dict[int, bytes] = {}
-    lock = threading.Lock()
-    enough = threading.Event()
-    errors: list = []
-
-    def producer(k: int) -> None:
-        try:
-            r = Raw(s.port, timeout=30)
-        except OSError as e:  # pragma: no cover - reported below
-            errors.append(e)
-            return
-        try:
-            for i in range(5000):  # bounded; the kill ends it much sooner
-                b = b"u%d-%d" % (k, i)
-                rep = r.cmd(b"put 0 0 60 %d\r\n%s\r\n" % (len(b), b))
-                assert rep.startswith(b"INSERTED "), rep
-                with lock:
-                    acked[int(rep.split()[1])] = b
-                    if len(acked) >= 2000:
-                        enough.set()
-        except (EOFError, OSError):
-            return  # the server was killed mid-stream
-        except AssertionError as e:
-            errors.append(e)
-        finally:
-            r.close()
-
-    threads = [threading.Thread(target=producer, args=(k,)) for k in range(32)]
-    for t in threads:
-        t.start()
-    enough.wait(60)
-    s.kill()
-    for t in threads:
-        t.join(30)
-    assert not any(t.is_alive() for t in threads)
-    assert not errors, errors
-    with lock:
-        snapshot = dict(acked)
-    assert len(snapshot) >= 2000
-
+    snapshot = kill9_while_producing(s, producers=32, per_write=1, enough=2000)
     s2 = servers(db_url, durability="commit")
     r = Raw(s2.port, timeout=30)
     try:
-        ids = sorted(snapshot)
-        found = pipeline(r, [b"peek %d\r\n" % j for j in ids])
-        lost = [j for j, f in zip(ids, found) if f == b"NOT_FOUND\r\n"]
-        assert not lost, f"{len(lost)} acknowledged jobs lost after kill -9, first {lost[:10]}"
-        for j, f in zip(ids, found):
-            b = snapshot[j]
-            assert f == b"FOUND %d %d\r\n%s\r\n" % (j, len(b), b)
+        assert_stored(r, snapshot)
     finally:
         r.close()
 
