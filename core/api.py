@@ -120,6 +120,8 @@ class Port(JobOps):
         j = engine.journal
         self._journal = j
         self.persistence = None if j is None else Persistence(j, engine)
+        self._storage_since = 0
+        self._outages = 0
         engine._port = self
 
     @classmethod
@@ -170,6 +172,32 @@ class Port(JobOps):
 
     def set_draining(self, on: bool) -> None:
         self._engine.draining = on
+
+    #: None while storage takes commits; while it does not (gateway/writer.py retries), the
+    #: cause as one line of text. Sessions read it before a command that needs a commit and
+    #: answer their dialect's server error instead of running it (docs/operations.md,
+    #: "Storage faults"). A plain attribute: read on every such command.
+    storage_down: str | None = None
+
+    def set_storage_state(self, cause: str | None) -> None:
+        """The writer's view of storage: `cause` None = commits succeed again, else the
+        failure (one line) that makes storage unavailable now."""
+        if cause is None:
+            if self.storage_down is not None:
+                self._storage_since = self.clock.wall_ms()
+            self.storage_down = None
+            return
+        if self.storage_down is None:
+            self._storage_since = self.clock.wall_ms()
+            self._outages += 1
+        self.storage_down = cause
+
+    def storage_state(self) -> dict:
+        """{"available": bool, "since_ms": wall ms of the last change (0: never changed),
+        "cause": str or None, "outages": how many times storage became unavailable}."""
+        return {"available": self.storage_down is None,
+                "since_ms": self._storage_since, "cause": self.storage_down,
+                "outages": self._outages}
 
     def commit_mark(self) -> int:
         """See Persistence.commit_mark (0 in memory mode)."""

@@ -22,20 +22,15 @@ database refuses to start (StoreLocked) until multi-node support exists.
 """
 from __future__ import annotations
 
-import fcntl
 import os
-import time
 from itertools import chain
 from typing import Iterator
 
 import sqlalchemy as sa
 
 from . import schema
+from .storage_upkeep import PG_LOCK_KEY, Upkeep  # noqa: F401 (re-exported)
 from .store_port import Loaded, StoreLocked, StorePort  # noqa: F401 (re-exported)
-
-#: The PostgreSQL advisory lock key of a jobgate server ("jobgate" in ASCII, as an int64).
-PG_LOCK_KEY = int.from_bytes(b"jobgate", "big")
-
 
 def _placeholders(paramstyle: str, n: int) -> list[str]:
     if paramstyle == "qmark":
@@ -79,7 +74,7 @@ class _Cursor:
         self.cur.close()
 
 
-class Store:
+class Store(Upkeep):
     """The SQL implementation of StorePort. Raises sqlalchemy.exc.SQLAlchemyError on database
     errors (a write's driver error is re-raised as SQLAlchemy's class for it).
 
@@ -143,48 +138,17 @@ class Store:
         # both SQLite (3.24+) and PostgreSQL know ON CONFLICT DO NOTHING
         self._sql_queue_upsert = (f"INSERT INTO {schema.queues.name} (name, created_ms) "
                                   f"VALUES ({p2[0]}, {p2[1]}) ON CONFLICT (name) DO NOTHING")
-        self._sql_next_id = f"UPDATE {schema.meta.name} SET value = {p2[0]} WHERE key = {p2[1]}"
+        m = schema.meta.name
+        self._sql_meta = (f"UPDATE {m} SET value = CASE WHEN key = 'next_id' THEN {p2[0]} "
+                          f"ELSE {p2[1]} END WHERE key IN ('next_id', 'commit_seq')")
+        self._sql_read_seq = f"SELECT value FROM {m} WHERE key = 'commit_seq'"
+        self._seq_base = None        # commit_seq when this server first connected
+        self._lock_key_held = None   # PostgreSQL: True once lock() succeeded
 
     # ------------------------------------------------------------------ lock
     def describe(self) -> str:
         """The database as an operator names it (the URL without a password)."""
         return sa.make_url(self.url).render_as_string(hide_password=True)
-
-    def lock(self, wait_s: float = 5.0) -> None:
-        """Hold this database for one server until close(). Raises StoreLocked when another
-        server holds it: at once for SQLite (an flock on the database file, released by the
-        kernel when its holder dies); for PostgreSQL after `wait_s` seconds of retries (the
-        advisory lock of a server killed a moment ago goes once its backend sees the closed
-        connection). An in-memory SQLite database is never shared: no lock."""
-        if self.is_sqlite:
-            path = sa.make_url(self.url).database
-            if not path or path == ":memory:":
-                return
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                raise StoreLocked(
-                    f"another jobgate server is using {path} (it holds the database's lock); "
-                    "stop it first, or give this server its own database") from None
-            self._lock_fd = fd
-            return
-        conn = self.engine.connect()
-        deadline = time.monotonic() + wait_s
-        while True:
-            got = conn.exec_driver_sql(f"SELECT pg_try_advisory_lock({PG_LOCK_KEY})").scalar()
-            conn.commit()
-            if got:
-                self._lock_conn = conn
-                return
-            if time.monotonic() >= deadline:
-                conn.close()
-                raise StoreLocked(
-                    f"another jobgate server is using {self.describe()} (it holds advisory "
-                    f"lock {PG_LOCK_KEY}); stop it first, or give this server its own "
-                    "database: several nodes on one PostgreSQL are not supported yet")
-            time.sleep(0.05)
 
     # ------------------------------------------------------------------ reads
     def scan_jobs(self, chunk: int = 10_000) -> Iterator[dict]:
@@ -220,7 +184,7 @@ class Store:
         return Loaded(self.scan_jobs(), self.load_next_id())
 
     # ----------------------------------------------------------------- writes
-    def write(self, batch) -> None:
+    def write(self, batch, verify: bool = False) -> None:
         """Commit one core.journal.Batch in a single transaction (StorePort's order).
 
         The hot path: one long-lived DB-API connection from the engine's pool (its connect
@@ -229,15 +193,33 @@ class Store:
         (about 23 us each, most of a one-job commit: docs/performance.md). After a failure
         the connection is rolled back and discarded, and the driver's error re-raised as
         SQLAlchemy's class for it (sqlalchemy.exc.IntegrityError, OperationalError, ...).
+
+        Every batch also sets `jobgate_meta.commit_seq` to the base read on the first
+        connection plus `batch.number`, in the same transaction. `verify=True` (the writer's
+        retry after a failure, on a fresh connection): first make sure this server still holds
+        the database (`ensure_lock`, raises StoreLocked), then read commit_seq back; when it
+        already shows this batch, the earlier attempt did commit (the connection was lost
+        during COMMIT) and nothing is written again.
         """
+        if verify:
+            self.ensure_lock()
         raw = self._wconn
         if raw is None:
             raw = self._wconn = self.engine.raw_connection()
         cur = _Cursor(raw.cursor())
         try:
+            if verify or self._seq_base is None:
+                stored = self._read_seq(cur.cur)
+                if self._seq_base is None:
+                    self._seq_base = stored
+                elif stored == self._seq_base + batch.number:
+                    cur.close()
+                    raw.rollback()
+                    self._stored_next_id = max(self._stored_next_id, batch.next_id)
+                    return
             self.note_queues(cur, batch.queues)
             self.insert_jobs(cur, batch.inserts, batch.inserts_full)
-            self.set_next_id(cur, batch.next_id)
+            self.set_next_id(cur, batch.next_id, self._seq_base + batch.number)
             self.move_states(cur, batch.moves)
             self.record_reservations(cur, batch.reservations)
             self.record_results(cur, batch.results)
@@ -254,11 +236,20 @@ class Store:
                     step()
                 except Exception:  # the connection may be gone; it is discarded either way
                     pass
-            raw.invalidate()
+            try:
+                raw.invalidate()
+            except Exception:  # pragma: no cover - already invalid
+                pass
             base = self.engine.dialect.loaded_dbapi.Error
             if isinstance(e, base):   # the StorePort contract: SQLAlchemy's error classes
                 raise sa.exc.DBAPIError.instance(None, None, e, base) from e
             raise
+
+    def _read_seq(self, cur) -> int:
+        """The stored commit_seq (0 when the row is missing: a schema older than 0006)."""
+        cur.execute(self._sql_read_seq)
+        row = cur.fetchone()
+        return row[0] if row else 0
 
     def _many(self, conn, head: str, width: int, rows: list) -> None:
         """INSERT `rows` (tuples of `width`) as multi-row VALUES statements of <= 500 rows:
@@ -282,11 +273,11 @@ class Store:
         if full_rows:
             self._many(conn, self._sql_insert_full, len(schema.JOB_INSERT_COLUMNS), full_rows)
 
-    def set_next_id(self, conn, next_id: int) -> None:
-        """Store the next job id to hand out, when it grew (also when the jobs that used the
-        ids were coalesced away)."""
-        if next_id > self._stored_next_id:
-            conn.exec_driver_sql(self._sql_next_id, (next_id, "next_id"))
+    def set_next_id(self, conn, next_id: int, commit_seq: int) -> None:
+        """Store the next job id to hand out (it never goes down; also when the jobs that
+        used the ids were coalesced away) and the batch's commit sequence (write()): one
+        statement for both rows."""
+        conn.exec_driver_sql(self._sql_meta, (max(next_id, self._stored_next_id), commit_seq))
 
     def move_states(self, conn, rows: list) -> None:
         """Unfinished jobs' new state, priority, times, counters and extras
@@ -321,51 +312,6 @@ class Store:
         """Append job_events rows (EVENT_COLUMNS order)."""
         if rows:
             self._many(conn, self._sql_events, len(schema.EVENT_COLUMNS), rows)
-
-    # ------------------------------------------------------------ upkeep
-    def checkpoint(self, mode: str = "PASSIVE") -> tuple | None:
-        """SQLite only: copy committed WAL frames into the database file (`mode` PASSIVE never
-        blocks the writer; TRUNCATE at shutdown also empties the WAL). Returns SQLite's
-        (busy, wal frames, checkpointed frames), or None for other databases."""
-        if not self.is_sqlite:
-            return None
-        if mode not in ("PASSIVE", "FULL", "RESTART", "TRUNCATE"):
-            raise ValueError(f"unknown checkpoint mode {mode!r}")
-        with self.engine.connect() as conn:
-            return tuple(conn.exec_driver_sql(f"PRAGMA wal_checkpoint({mode})").one())
-
-    def prune_events(self, before_ms: int, chunk: int = 50_000) -> int:
-        """Delete job_events older than `before_ms` (wall ms); returns how many rows went.
-
-        Rows are appended in time order, so the cut is found by binary search over id (the
-        primary key) and removed by id range in chunks: no index on at_ms is needed.
-        """
-        ev = schema.job_events
-        with self.engine.connect() as conn:
-            lo, hi = conn.execute(sa.select(sa.func.min(ev.c.id), sa.func.max(ev.c.id))).one()
-            if lo is None:
-                return 0
-            top = hi
-            hi += 1
-            while lo < hi:   # first id whose row is at or after the cut (or a gap after it)
-                mid = (lo + hi) // 2
-                at = conn.execute(sa.select(ev.c.at_ms).where(ev.c.id >= mid)
-                                  .order_by(ev.c.id).limit(1)).scalar()
-                if at is not None and at < before_ms:
-                    lo = mid + 1
-                else:
-                    hi = mid
-        # The newest row always stays: SQLite hands out max(id) + 1, so an emptied table would
-        # reuse ids, and `jobgate export`'s watermark (an id) relies on ids only growing.
-        lo = min(lo, top)
-        total = 0
-        with self.engine.connect() as conn:
-            start = conn.execute(sa.select(sa.func.min(ev.c.id))).scalar() or lo
-        for a in range(start, lo, chunk):
-            with self.engine.begin() as conn:
-                r = conn.execute(sa.delete(ev).where(ev.c.id >= a, ev.c.id < min(a + chunk, lo)))
-                total += r.rowcount or 0
-        return total
 
     def close(self) -> None:
         """Close the writer connection, release the server lock and the connection pool."""

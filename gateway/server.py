@@ -20,7 +20,7 @@ import signal
 
 import anyio
 
-from core.api import Port, SystemClock, open_store
+from core.api import Port, StoreLocked, SystemClock, open_store
 from protocols.contract import Context
 
 from . import registry
@@ -75,6 +75,7 @@ class Runtime:
         self._stop = None
         self._tick = None
         self.addresses: list[str] = []
+        self.lost_lock = None   # StoreLocked when another server took the database
 
     async def _ticker(self) -> None:
         p = self.port
@@ -116,12 +117,36 @@ class Runtime:
         """SQLite: a PASSIVE WAL checkpoint every second on a worker thread, so commits on the
         event loop never pay for one (core.storage.Store.checkpoint)."""
         import anyio.to_thread
+        failing = False
         while True:
             await anyio.sleep(1.0)
             try:
                 await anyio.to_thread.run_sync(self.store.checkpoint)
-            except Exception:  # retried in a second; the WAL only grows meanwhile
-                log.exception("WAL checkpoint failed")
+                failing = False
+            except Exception as e:  # retried in a second; the WAL only grows meanwhile
+                if not failing:      # logged once per episode (a full disk: every second)
+                    log.error("WAL checkpoint failed; retrying every second",
+                              extra={"fields": {"cause": str(e).splitlines()[0]}})
+                failing = True
+
+    async def _lock_keeper(self) -> None:
+        """PostgreSQL: every 5 s check that the session holding the database's advisory lock
+        is alive and take the lock again when it was lost (a terminated backend, a failover,
+        idle_session_timeout: the query also keeps the session from idling out). Another
+        server holding it by then stops this one (StoreLocked), as at start."""
+        import anyio.to_thread
+        while True:
+            await anyio.sleep(5.0)
+            try:
+                await anyio.to_thread.run_sync(self.store.ensure_lock)
+            except StoreLocked as e:
+                log.error("lost the database's lock to another server; stopping",
+                          extra={"fields": {"cause": str(e)}})
+                self.lost_lock = e
+                self.stop()
+                return
+            except Exception:  # unreachable now: the writer's retries report the outage
+                log.debug("lock check failed", exc_info=True)
 
     async def _signals(self) -> None:
         from .listen import stop_requested
@@ -174,12 +199,15 @@ class Runtime:
                 wt = self.config.writer_thread
                 self.writer = Writer(self.port.persistence, self.store,
                                      thread=wt == "on" or (wt == "auto"
-                                                           and not self.store.is_sqlite))
+                                                           and not self.store.is_sqlite),
+                                     port=self.port)
                 tg.start_soon(self.writer.run)
                 if self.config.history_retention_days > 0:
                     tg.start_soon(self._retention)
                 if self.store.is_sqlite:
                     tg.start_soon(self._checkpointer)
+                else:
+                    tg.start_soon(self._lock_keeper)
             tg.start_soon(self._ticker)
             if signals:
                 tg.start_soon(self._signals)
@@ -199,9 +227,14 @@ class Runtime:
                     srv.close()
                 for conn in list(self.live):
                     conn.shutdown()
-            if self.writer is not None:
+            if self.writer is not None and self.lost_lock is None:
                 with anyio.move_on_after(30):
                     await self.writer.flush()
+                if not self.writer.settled:
+                    # storage stayed unavailable: these mutations were never acknowledged
+                    log.error("stopping while storage is unavailable: the last uncommitted "
+                              "mutations (never acknowledged to a client) are not stored",
+                              extra={"fields": {"cause": self.port.storage_down}})
             tg.cancel_scope.cancel()
         if self.store is not None:
             try:
@@ -210,6 +243,8 @@ class Runtime:
                 log.exception("final WAL checkpoint failed")
             self.store.close()
         event(log, "stopped")
+        if self.lost_lock is not None:
+            raise self.lost_lock
 
 
 def run(config: Config, ready=None, version: str = "1.12", sockets=None) -> Runtime:

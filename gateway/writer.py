@@ -11,6 +11,16 @@ every mutation made before it has committed: connections hold such replies (gate
 and are called back on the loop after each commit (`on_commit`); `durable()` is the same wait
 for a coroutine. `flush()` waits until everything recorded so far is committed (shutdown).
 
+Storage faults are survived (issue 15): a failed commit is retried on a fresh connection at
+once, then with backoff (RETRY_DELAYS_S) for as long as it takes; the batch and every reply
+waiting for it stay held meanwhile, so nothing is acknowledged before it is stored and no reply
+is sent twice. A retry first resolves a commit whose outcome is unknown (core/storage.py,
+`write(verify=True)`). When the retry at once fails too, storage is declared unavailable
+(`Port.set_storage_state`): sessions answer commands that need a commit with their dialect's
+server error until a commit succeeds again. Each change is logged once. Only a failure that
+retrying cannot cure stops the server: another server took the database's lock (StoreLocked),
+or an error that is not the database's (a bug).
+
 `before_commit` (tests only): a callable run before each batch is written (on the writer
 thread when there is one), to make a commit slow or observe it without touching the database.
 """
@@ -20,18 +30,47 @@ import asyncio
 import logging
 import queue
 import threading
+import time
 
 import anyio
+
+from core.api import StoreLocked
 
 from .logs import event
 
 log = logging.getLogger("jobgate.writer")
 
+#: Seconds before each retry of a failed commit: the first at once (a terminated connection is
+#: replaced without anyone noticing), then doubling up to 2 s for as long as storage fails.
+RETRY_DELAYS_S = (0.0, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 2.0)
+
+
+def _retryable(error: BaseException) -> bool:
+    """A database or OS error (connection lost, disk full, failover, timeout) is retried; a
+    lost database lock or any other exception (a bug) is not."""
+    if isinstance(error, StoreLocked):
+        return False
+    if isinstance(error, OSError):
+        return True
+    try:
+        import sqlalchemy.exc
+    except ImportError:  # pragma: no cover - a store without SQLAlchemy
+        return False
+    return isinstance(error, sqlalchemy.exc.SQLAlchemyError)
+
+
+def _cause(error: BaseException) -> str:
+    """One line naming a storage failure (the driver's first line)."""
+    orig = getattr(error, "orig", None) or error
+    text = str(orig).strip().splitlines()
+    return f"{orig.__class__.__name__}: {text[0] if text else ''}".strip()
+
 
 class Writer:
     """Owns the journal -> store flushing (see the module docstring). `run()` is a task; it
-    raises the storage error if a commit fails, which stops the server rather than
-    acknowledge something that is not stored (held replies are never sent).
+    raises only an error that retrying cannot cure (StoreLocked, a bug), which stops the server
+    rather than acknowledge something that is not stored (held replies are never sent).
+    `port` (core.api.Port, optional): told when storage becomes unavailable and available.
 
     `persistence`: core.api.Persistence (the journal); `store`: core.api.StorePort.
     `idle_flush_s`: lone history events (no job row pending) are written within this many
@@ -41,8 +80,12 @@ class Writer:
     next batch starts the moment the previous one is done.
     """
 
-    def __init__(self, persistence, store, thread: bool = True) -> None:
+    def __init__(self, persistence, store, thread: bool = True, port=None) -> None:
         self.persistence = persistence
+        self.port = port
+        self.failures = 0           # consecutive failed attempts of the current batch
+        self.outages = 0
+        self._down_since = None     # monotonic s when storage became unavailable
         self.thread = thread
         self.store = store
         self._committed = anyio.Event()
@@ -82,30 +125,75 @@ class Writer:
         self._busy = True
         batch = p.take()
         if self.thread:
-            self._queue.put(batch)
+            self._queue.put((batch, False))
             return
         self._done(batch, self._commit(batch))
 
-    def _commit(self, batch):
-        """Write `batch` (the test hook first); returns the exception or None."""
-        try:
-            hook = self.before_commit
-            if hook is not None:
-                hook(batch)
-            self.store.write(batch)
-        except Exception as e:  # handed to _done, which stops the server
-            return e
-        return None
+    def _retry(self, batch) -> None:
+        """On the loop: try `batch` again (fresh connection, outcome verified first)."""
+        if self._error is not None:
+            return
+        if self.thread:
+            self._queue.put((batch, True))
+            return
+        self._done(batch, self._commit(batch, verify=True))
 
-    def _done(self, batch, error) -> None:
-        """On the loop: `batch` was committed (error: its exception, the server stops)."""
-        self._busy = False
-        if error is not None:
+    def _failed_attempt(self, batch, error) -> None:
+        """On the loop: a commit of `batch` failed; schedule its retry, or stop the server
+        when retrying cannot help. The batch stays taken (`_busy`), so new mutations gather
+        in the next one and every held reply keeps waiting."""
+        if not _retryable(error):
+            self._busy = False
             log.error("storage commit failed; stopping", exc_info=error,
                       extra={"fields": {"batch": batch.number}})
             self._error = error
             self._failed.set()
             return
+        self.failures += 1
+        n = self.failures
+        if n >= 2 and self._down_since is None:
+            self._down_since = time.monotonic()
+            self.outages += 1
+            cause = _cause(error)
+            log.error("storage unavailable; retrying, commands that need a commit are refused",
+                      extra={"fields": {"cause": cause, "batch": batch.number}})
+            if self.port is not None:
+                self.port.set_storage_state(cause)
+        else:
+            log.debug("storage commit attempt %d failed: %s", n, _cause(error))
+        delay = RETRY_DELAYS_S[min(n - 1, len(RETRY_DELAYS_S) - 1)]
+        self._loop.call_later(delay, self._retry, batch)
+
+    def _commit(self, batch, verify: bool = False):
+        """Write `batch` (the test hook first); returns the exception or None. `verify`: a
+        retry, which first resolves an unknown outcome (core/storage.py)."""
+        try:
+            hook = self.before_commit
+            if hook is not None:
+                hook(batch)
+            if verify:
+                self.store.write(batch, verify=True)
+            else:
+                self.store.write(batch)
+        except Exception as e:  # handed to _done: retried, or the server stops
+            return e
+        return None
+
+    def _done(self, batch, error) -> None:
+        """On the loop: `batch` was committed (error: its exception; retried)."""
+        if error is not None:
+            self._failed_attempt(batch, error)
+            return
+        self._busy = False
+        if self.failures:
+            if self._down_since is not None:
+                event(log, "storage available again", logging.WARNING, batch=batch.number,
+                      attempts=self.failures + 1,
+                      down_ms=round((time.monotonic() - self._down_since) * 1000))
+                self._down_since = None
+                if self.port is not None:
+                    self.port.set_storage_state(None)
+            self.failures = 0
         p = self.persistence
         p.done(batch)
         self.batches += 1
@@ -124,10 +212,11 @@ class Writer:
         q = self._queue
         loop = self._loop
         while True:
-            batch = q.get()
-            if batch is None:
+            item = q.get()
+            if item is None:
                 return
-            error = self._commit(batch)
+            batch, verify = item
+            error = self._commit(batch, verify)
             try:
                 loop.call_soon_threadsafe(self._done, batch, error)
             except RuntimeError:   # the loop is closed: the server is gone
@@ -155,9 +244,19 @@ class Writer:
                 self._queue.put(None)
                 self._thread.join(30)
 
+    @property
+    def settled(self) -> bool:
+        """True when everything recorded so far is committed (nothing taken or waiting)."""
+        return not self._busy and not self.persistence.has_unwritten()
+
+    @property
+    def available(self) -> bool:
+        """False while storage is unavailable (commits failing, retried)."""
+        return self._down_since is None
+
     async def durable(self) -> None:
-        """Wait until every mutation recorded before this call is committed. Raises the
-        storage error when a commit failed."""
+        """Wait until every mutation recorded before this call is committed (through any
+        outage). Raises the error that stopped the writer, if one did."""
         p = self.persistence
         need = p.commit_mark()
         while p.committed < need:

@@ -18,7 +18,7 @@ from core import schema
 from core.model import BURIED, DELAYED, READY, RESERVED
 from core.records import Job, Owner
 from core.storage import Store
-from migrations import upgrade
+from migrations import HEAD, upgrade
 
 from .support import ROOT
 from .storage_support import W0, event_rows, job_rows, Node, restart, stored_next_id
@@ -50,9 +50,9 @@ def check_schema(url: str) -> None:
         # no secondary index on jobs: uid uniqueness is the engine's (migration 0002)
         assert insp.get_indexes("jobs") == []
         with eng.connect() as c:
-            assert c.exec_driver_sql("SELECT version_num FROM alembic_version").all() == [("0005",)]
+            assert c.exec_driver_sql("SELECT version_num FROM alembic_version").all() == [(HEAD,)]
             meta = c.exec_driver_sql("SELECT key, value FROM jobgate_meta").all()
-            assert meta == [("next_id", 1)]
+            assert sorted(meta) == [("commit_seq", 0), ("next_id", 1)]
     finally:
         eng.dispose()
 

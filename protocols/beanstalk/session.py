@@ -25,6 +25,15 @@ DRAINING = b"DRAINING\r\n"
 NOT_FOUND = b"NOT_FOUND\r\n"
 R_TIMED_OUT = b"TIMED_OUT\r\n"
 R_DEADLINE_SOON = b"DEADLINE_SOON\r\n"
+OUT_OF_MEMORY = b"OUT_OF_MEMORY\r\n"
+INTERNAL_ERROR = b"INTERNAL_ERROR\r\n"
+
+#: While storage is unavailable (Port.storage_down), what beanstalkd 1.12 answers when its
+#: binlog cannot be written (prot.c: walresvput / walresvupdate fail -> OUT_OF_MEMORY, walwrite
+#: fails -> INTERNAL_ERROR, kick_jobs counts 0, kick_job answers NOT_FOUND). The command is
+#: not run: nothing changes (docs/beanstalk.md, "Storage unavailable").
+STORAGE_REFUSED = {b"put": OUT_OF_MEMORY, b"release": OUT_OF_MEMORY, b"delete": INTERNAL_ERROR,
+                   b"bury": INTERNAL_ERROR, b"kick": b"KICKED 0\r\n", b"kick-job": NOT_FOUND}
 
 
 def _found(word: bytes, job) -> bytes:
@@ -95,7 +104,21 @@ class Session:
         cmds = self.info.cmds
         if op in cmds:
             cmds[op] += 1
+        if self.port.storage_down is not None and op in STORAGE_REFUSED:
+            return self._refused(op, cmd)
         return self._ops[op](cmd)
+
+    def _refused(self, op: bytes, cmd: tuple) -> bytes:
+        """The reply to `cmd` while storage is unavailable (STORAGE_REFUSED). As beanstalkd,
+        an unknown job is still NOT_FOUND and a put still uses an id; DRAINING comes first."""
+        p = self.port
+        if op == b"put":
+            self._set_producer()
+            p.burn_id()        # beanstalkd made the job before its binlog refused it
+            return DRAINING if p.draining else OUT_OF_MEMORY
+        if op in (b"delete", b"release", b"bury") and p.job(cmd[1]) is None:
+            return NOT_FOUND
+        return STORAGE_REFUSED[op]
 
     def has_reply(self) -> bool:
         """True when a reserve that returned WAIT already has its answer (take_reply())."""

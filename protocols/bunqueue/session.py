@@ -27,6 +27,10 @@ from .registry import HANDLERS, MUTATING, PENDING, Spliced, command, err, ok_emp
 log = logging.getLogger("jobgate.bunqueue")
 
 _NOT_AUTH = "Not authenticated"
+#: The error of a command whose reply waits for a commit while storage is unavailable
+#: (Port.storage_down); the command is not run. The reference has no such state (its SQLite
+#: errors surface as the exception's text), so the text is ours.
+STORAGE_UNAVAILABLE = "Storage unavailable"
 
 
 #: Canonical event kinds (core/events.py) as bunqueue event types; others are not sent.
@@ -104,6 +108,8 @@ class Session:
         h = HANDLERS.get(name)
         if h is None:
             return encode(err(f"Unknown command: {name}"), rid)
+        if name in MUTATING and self.port.storage_down is not None:
+            return encode(err(STORAGE_UNAVAILABLE), rid)   # not run (docs/bunqueue.md)
         self.rid = rid
         try:
             r = h(self, cmd)

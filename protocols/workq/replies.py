@@ -18,6 +18,9 @@ from .values import format_time
 OK = b"+OK\r\n"
 NOT_FOUND = b"-NOT-FOUND\r\n"
 TIMEOUT = b"-TIMEOUT\r\n"
+#: While storage is unavailable (Port.storage_down): the spec's server error ("An error has
+#: occurred while processing a command"); the command is not run (docs/workq.md).
+STORAGE_UNAVAILABLE = b"-SERVER-ERROR Storage unavailable\r\n"
 
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1

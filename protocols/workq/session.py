@@ -26,6 +26,11 @@ from .values import (MAX_LIMIT, MAX_TIMEOUT, MAX_TTL, MAX_TTR, parse_id, parse_i
 WAIT = object()
 QUIT = object()
 
+#: Commands whose reply waits for a commit: refused while storage is unavailable (a workq
+#: lease is stored, so it is one of them).
+NEEDS_COMMIT = frozenset((b"add", b"schedule", b"run", b"lease", b"complete", b"fail",
+                          b"delete"))
+
 INVALID_ID = client_error(b"Invalid ID")
 INVALID_NAME = client_error(b"Invalid Name")
 INVALID_TTR = client_error(b"Invalid TTR")
@@ -80,6 +85,8 @@ class Session:
             return QUIT
         if item.__class__ is Reply:
             return item.data
+        if self.port.storage_down is not None and item.name in NEEDS_COMMIT:
+            return R.STORAGE_UNAVAILABLE
         return self._ops[item.name](item)
 
     def has_reply(self) -> bool:
