@@ -167,7 +167,8 @@ def make_pg_database(admin_url: str) -> tuple[str, callable]:
     """Create a fresh database on the server of `admin_url`; returns (its URL, drop function)."""
     import sqlalchemy as sa
     name = "jobgate_t_" + uuid.uuid4().hex[:12]
-    eng = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    # no pooled connection kept: a test may restart PostgreSQL before the drop
+    eng = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
     with eng.connect() as c:
         c.exec_driver_sql(f'CREATE DATABASE "{name}"')
     url = sa.make_url(admin_url).set(database=name).render_as_string(hide_password=False)

@@ -363,3 +363,64 @@ def test_sqlite_disk_full_recovers_when_space_is_freed(tmp_path):
     log = err.decode()
     assert log.count("storage unavailable") == 1, log
     assert "storage available again" in log
+
+
+def _pg_service():
+    """(cluster version, name) of the local PostgreSQL that JOBGATE_TEST_PG_URL points to,
+    when this test may stop and start it; else the reason it may not."""
+    import os
+    import shutil
+    if not os.environ.get("JOBGATE_TEST_PG_RESTART"):
+        return "stopping the shared PostgreSQL needs JOBGATE_TEST_PG_RESTART=1 (.ci/run sets it)"
+    if os.geteuid() != 0 or not shutil.which("pg_ctlcluster") or not os.path.isdir(
+            "/etc/postgresql"):
+        return "needs root and Debian's pg_ctlcluster to restart the local PostgreSQL"
+    versions = sorted(os.listdir("/etc/postgresql"))
+    return (versions[-1], "main") if versions else "no local PostgreSQL cluster"
+
+
+def _pg_ctl(svc, action: str) -> None:
+    import subprocess
+    subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", svc[0], svc[1], action,
+                    *(["-m", "fast"] if action == "stop" else [])],
+                   check=True, capture_output=True, timeout=60)
+
+
+def test_postgresql_service_stop_and_start(pg_url):
+    """The local PostgreSQL itself is stopped (fast shutdown: every session terminated, then
+    connections refused) and started again: jobgate refuses what needs a commit meanwhile,
+    keeps serving reads, and recovers by itself with nothing acknowledged lost."""
+    svc = _pg_service()
+    if isinstance(svc, str):
+        pytest.skip(svc)
+    s = Server(pg_url, workq=True, bunqueue=True)
+    started = True
+    try:
+        r = Raw(s.port)
+        acked = {}
+        for i in range(50):
+            rep = put(r, b"before%d" % i)
+            acked[int(rep.split()[1])] = b"before%d" % i
+        _pg_ctl(svc, "stop")
+        started = False
+        probes = Probes(s.port)
+        until(probes.refused, "puts refused with OUT_OF_MEMORY")
+        w = WorkqRaw(s.workq_port)
+        assert w.cmd(add_cmd(new_uid(), "q", b"w")) == WORKQ_DOWN
+        w.close()
+        j = min(acked)
+        r.send(b"peek %d\r\n" % j)
+        assert r.reply() == b"FOUND %d %d\r\n%s\r\n" % (j, len(acked[j]), acked[j])
+        _pg_ctl(svc, "start")
+        started = True
+        acked.update(probes.settle())
+        until(lambda: put(r, b"back").startswith(b"INSERTED "), "puts accepted again", 60)
+        assert_stored(r, acked)
+        serves_every_dialect(s, "restart")
+        r.close()
+    finally:
+        if not started:
+            _pg_ctl(svc, "start")
+        out, err = s.stop()
+    assert s.proc.returncode == 0, err
+    assert b"storage available again" in err, err
