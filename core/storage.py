@@ -42,8 +42,9 @@ def _placeholders(paramstyle: str, n: int) -> list[str]:
     raise ValueError(f"unsupported DB-API paramstyle {paramstyle!r}")
 
 
-def make_engine(url: str) -> sa.Engine:
-    """Create the SQLAlchemy engine for `url`; SQLite gets its parent directory created."""
+def make_engine(url: str, application_name: str | None = None) -> sa.Engine:
+    """Create the SQLAlchemy engine for `url`; SQLite gets its parent directory created.
+    PostgreSQL sessions carry `application_name` (pg_stat_activity) when given."""
     u = sa.make_url(url)
     if u.get_backend_name() == "sqlite":
         if u.database and u.database != ":memory:":
@@ -51,7 +52,8 @@ def make_engine(url: str) -> sa.Engine:
             os.makedirs(d, exist_ok=True)
         eng = sa.create_engine(u, connect_args={"check_same_thread": False, "timeout": 30})
         return eng
-    return sa.create_engine(u, pool_pre_ping=True)
+    args = {"application_name": application_name} if application_name else {}
+    return sa.create_engine(u, pool_pre_ping=True, connect_args=args)
 
 
 class _Cursor:
@@ -85,7 +87,10 @@ class Store(Upkeep):
 
     def __init__(self, url: str, sqlite_synchronous: str = "NORMAL") -> None:
         self.url = url
-        self.engine = make_engine(url)
+        #: this server's sessions in pg_stat_activity: lets a lost session that still holds
+        #: the lock (a partition PostgreSQL has not noticed) be told from another server's
+        self.application_name = f"jobgate {os.getpid()} {os.urandom(4).hex()}"
+        self.engine = make_engine(url, self.application_name)
         self.is_sqlite = self.engine.dialect.name == "sqlite"
         self._lock_fd = None
         self._lock_conn = None

@@ -51,6 +51,8 @@ class Upkeep:
                 self._lock_conn = conn
                 self._lock_key_held = True
                 return
+            if self._lock_key_held and self._end_own_holder(conn):
+                continue          # our own lost session held it: ended, try again
             if time.monotonic() >= deadline:
                 conn.close()
                 raise StoreLocked(
@@ -59,6 +61,24 @@ class Upkeep:
                     "database: several nodes on one PostgreSQL are not supported yet")
             time.sleep(0.05)
 
+
+    def _end_own_holder(self, conn) -> bool:
+        """PostgreSQL, re-taking the lock: when the session holding it is one of this
+        server's own (same application_name: a connection lost in a partition that PostgreSQL
+        has not noticed yet, still holding the lock), terminate it and return True; another
+        server's holder is left alone (False)."""
+        rows = conn.execute(sa.text(
+            "SELECT a.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+            "WHERE l.locktype = 'advisory' AND l.granted AND l.classid = :hi AND l.objid = :lo "
+            "AND a.application_name = :app AND a.pid <> pg_backend_pid()"),
+            {"hi": PG_LOCK_KEY >> 32, "lo": PG_LOCK_KEY & 0xFFFFFFFF,
+             "app": self.application_name}).scalars().all()
+        for pid in rows:
+            conn.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+        conn.commit()
+        if rows:
+            time.sleep(0.05)      # the terminated backend releases its locks as it exits
+        return bool(rows)
 
     def ensure_lock(self) -> None:
         """PostgreSQL: check that the session holding the server's advisory lock is alive

@@ -130,13 +130,13 @@ class Runtime:
                 failing = True
 
     async def _lock_keeper(self) -> None:
-        """PostgreSQL: every 5 s check that the session holding the database's advisory lock
+        """PostgreSQL: every second check that the session holding the database's advisory lock
         is alive and take the lock again when it was lost (a terminated backend, a failover,
         idle_session_timeout: the query also keeps the session from idling out). Another
         server holding it by then stops this one (StoreLocked), as at start."""
         import anyio.to_thread
         while True:
-            await anyio.sleep(5.0)
+            await anyio.sleep(1.0)
             try:
                 await anyio.to_thread.run_sync(self.store.ensure_lock)
             except StoreLocked as e:

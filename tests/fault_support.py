@@ -17,7 +17,7 @@ class PgProxy:
     """Forward 127.0.0.1:`port` to PostgreSQL at `target` (host, port), byte for byte.
 
     `cut()`: close every proxied connection and refuse new ones (connect, then closed at once)
-    until `heal()`. `lose_commit_answer()`: arm a one-shot fault: the next COMMIT sent on a
+    until `heal()`; `partition()`: the same, except that PostgreSQL's side stays open. `lose_commit_answer()`: arm a one-shot fault: the next COMMIT sent on a
     connection whose transaction inserted job rows is forwarded, PostgreSQL's answer to it is
     read and dropped, and both sides are closed, so the client cannot know whether it committed.
     `lost_commits` counts the answers dropped.
@@ -34,6 +34,7 @@ class PgProxy:
         self.armed = False
         self.lost_commits = 0
         self._pairs: list = []
+        self._zombies: list = []
         self._lock = threading.Lock()
         self._closed = False
         threading.Thread(target=self._accept, daemon=True).start()
@@ -100,7 +101,7 @@ class PgProxy:
         self._close(pair)
 
     def _close(self, pair) -> None:
-        for k in ("c", "s"):
+        for k in (("c",) if pair.get("zombie") else ("c", "s")):
             try:
                 pair[k].shutdown(socket.SHUT_RDWR)
             except OSError:
@@ -121,6 +122,18 @@ class PgProxy:
         for p in pairs:
             self._close(p)
 
+    def partition(self) -> None:
+        """A network partition PostgreSQL does not notice: jobgate's side of every connection
+        is closed and new ones refused, but the sessions stay open on PostgreSQL's side (with
+        their locks), as when packets stop flowing and no FIN arrives. `close()` ends them."""
+        self.down = True
+        with self._lock:
+            pairs = list(self._pairs)
+        for p in pairs:
+            p["zombie"] = True
+            self._zombies.append(p["s"])
+            self._close(p)
+
     def heal(self) -> None:
         """PostgreSQL is reachable again."""
         self.down = False
@@ -133,6 +146,8 @@ class PgProxy:
         self._closed = True
         self.lsock.close()
         self.cut()
+        for z in self._zombies:
+            z.close()
 
 
 class SmallDisk:

@@ -215,6 +215,33 @@ def test_database_cut_off_is_answered_with_server_errors_and_recovers(pg_url):
     assert log.count("storage available again") == 1, log
 
 
+def test_partition_postgresql_did_not_notice_is_recovered_from(pg_url):
+    """A partition: jobgate's connections are gone but PostgreSQL still has their sessions,
+    one of them holding the database's advisory lock. Once the network is back, jobgate sees
+    that the lock's holder is its own lost session (its application_name), ends it, takes the
+    lock again and goes on; it does not mistake itself for another server and stop."""
+    proxy = PgProxy()
+    s = Server(proxy.url(database_of(pg_url)), workq=True, bunqueue=True)
+    try:
+        r = Raw(s.port, timeout=60)
+        assert put(r, b"before").startswith(b"INSERTED ")
+        proxy.partition()
+        probes = Probes(s.port)
+        until(probes.refused, "puts refused with OUT_OF_MEMORY")
+        proxy.heal()
+        raced = probes.settle()
+        until(lambda: put(r, b"back").startswith(b"INSERTED "), "puts accepted again")
+        assert_stored(r, raced)
+        assert s.proc.poll() is None
+        serves_every_dialect(s, "partition")
+        r.close()
+    finally:
+        out, err = s.stop()
+        proxy.close()
+    assert s.proc.returncode == 0, err
+    assert b"lost the database's lock" not in err, err
+
+
 def test_terminated_backends_mid_load_lose_nothing(pg_url):
     """pg_terminate_backend on every connection of the server, five times while four
     producers put: the server keeps running, every acknowledged put is stored, nothing is
