@@ -9,18 +9,19 @@
   every SWEEP_S seconds against the server's clock (no timer per connection: the byte path
   stays free of timer work), and the server-wide budget of bytes buffered from clients.
 
-What the runner (gateway/runner.py) tells a session's `partial_input()` (optional, see
-protocols/contract.py): the bytes of an unfinished command or frame its parser holds. After
-each read the runner reports a changed value to `Limits.account`.
+Input: a session's optional `partial_input()` (protocols/contract.py) gives the bytes of an
+unfinished command or frame its parser holds; after each read the runner (gateway/runner.py)
+reports a changed value to `Limits.account`, and the sweep reads it again.
 
 Buffer budget (`limits.max_buffered_bytes`): when the sum of every connection's partial input
 passes it, a connection whose read added to an unfinished input of at least PAUSE_MIN bytes is
 paused (reading stops: the rest waits in the kernel's socket buffers and TCP flow control
 stops the client), except one, the first to pass the budget, which may go on so that one big
-command always completes (no deadlock: when it completes or closes, every paused connection
-resumes). Memory held for unfinished input is so bounded by the budget plus one dialect's
-largest command (bunqueue: max_frame) plus PAUSE_MIN per connection. Paused connections are
-neither idle nor half-sent while paused (the server stopped them).
+command always completes (no deadlock: when that command completes, seen as its unfinished
+input shrinking, or the connection closes, every paused connection resumes). Memory held for unfinished input is so bounded by the
+budget plus one dialect's largest command (bunqueue: max_frame) plus one read per paused
+connection. Paused connections are neither idle nor half-sent while paused (the server stopped
+them); the one allowed to go on is, so a stalled one is closed by the half-sent timeout.
 """
 from __future__ import annotations
 
@@ -113,16 +114,16 @@ class Limits:
     # --------------------------------------------------------------- budget
     def account(self, r, p: int) -> None:
         """Runner `r`'s unfinished input is now `p` bytes (was r.partial)."""
-        self.buffered += p - r.partial
-        grew = p > r.partial
+        old = r.partial
+        self.buffered += p - old
         r.partial = p
-        if r is self.exempt and p == 0:
+        if r is self.exempt and p < old:   # its big command completed (or it is gone)
             self.exempt = None
             self._release()
         elif self.buffered <= self.budget:
             if self.paused:
                 self._release()
-        elif grew and p >= PAUSE_MIN and r is not self.exempt:
+        elif p > old and p >= PAUSE_MIN and r is not self.exempt:
             if not self._over_logged:
                 self._over_logged = True
                 event(log, "buffer budget reached: pausing the largest senders",
