@@ -317,3 +317,25 @@ def test_five_unfinished_62_mib_frames_do_not_grow_rss_by_their_size(procs, tmp_
     for c, _ in socks:
         c.close()
     probe.sock.close()
+
+
+# ============================================================================ config
+
+def test_limit_keys_are_read_from_their_sections_and_validated():
+    from gateway.config import ConfigError, from_dict
+    c = from_dict({"limits": {"max_buffered_bytes": 1 << 24,
+                              "beanstalk": {"idle_timeout_s": 600},
+                              "workq": {"half_sent_timeout_s": 5}},
+                   "bunqueue": {"idle_timeout_s": 30}})
+    assert c.max_buffered_bytes == 1 << 24
+    assert c.option("beanstalk", "idle_timeout_s") == 600
+    assert c.option("beanstalk", "half_sent_timeout_s") == 30
+    assert c.option("workq", "half_sent_timeout_s") == 5
+    assert c.option("workq", "idle_timeout_s") == 0
+    assert (c.option("bunqueue", "idle_timeout_s"), c.option("bunqueue", "half_sent_timeout_s")) \
+        == (30, 60)
+    for raw, key in (({"limits": {"max_buffered_bytes": 10}}, "limits.max_buffered_bytes"),
+                     ({"limits": {"workq": {"idle_timeout_s": -1}}}, "limits.workq.idle_timeout_s"),
+                     ({"bunqueue": {"half_sent_timeout_s": "x"}}, "bunqueue.half_sent_timeout_s")):
+        with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+            from_dict(raw)
