@@ -16,18 +16,22 @@ A file looks like this (every key optional; unknown keys are an error naming the
       retention_days: 30                            # 0 keeps job_events forever
       prune_interval_s: 3600                        # s between prunes; the first min(60, this) after start
     limits:
-      max_connections: 10000
-      beanstalk: {max_job_size: 65535, line_max: 224}
+      max_connections: 10000                        # capped below the open-files limit
+      max_buffered_bytes: 268435456                 # unfinished input held, all clients
+      beanstalk: {max_job_size: 65535, line_max: 224, idle_timeout_s: 0, half_sent_timeout_s: 30}
+      workq: {idle_timeout_s: 0, half_sent_timeout_s: 30}
     log: {level: info, format: json}                # format: json | text
     bunqueue:
       auth_tokens: [secret1, secret2]               # clients must Auth with one; none: open
       rate_limit: 0                                 # commands/s per connection, 0: unlimited
       max_frame: 67108864                           # bytes; a larger frame closes the link
+      idle_timeout_s: 0                             # 0: never (see docs/operations.md)
+      half_sent_timeout_s: 60
 
 The listener names, default ports and the dialects' own sections (`limits.beanstalk`,
 `bunqueue`) come from the dialect registry (gateway/registry.py): each registration lists its
 options and where they live. Units: sizes in bytes, retention in days, the prune interval in
-seconds, rate limit in commands per second.
+seconds, rate limit in commands per second, timeouts (`*_timeout_s`) in seconds, 0 = off.
 """
 from __future__ import annotations
 
@@ -86,6 +90,8 @@ class Config:
     history_retention_days: int = 30
     history_prune_interval_s: int = 3600
     max_connections: int = 10000
+    #: bytes of unfinished commands/frames held for all clients together (gateway/limits.py)
+    max_buffered_bytes: int = 256 * 1024 * 1024
     log_level: str = "info"
     log_format: str = "json"
     options: dict = field(default_factory=_default_options)
@@ -194,9 +200,13 @@ def from_dict(raw) -> Config:
                                           7 * 86400)
     limit_sections = tuple(r.options_path[1] for r in registry.DIALECTS.values()
                            if len(r.options_path) == 2 and r.options_path[0] == "limits")
-    lim = _keys(raw.get("limits"), ("max_connections",) + limit_sections, "limits")
+    lim = _keys(raw.get("limits"), ("max_connections", "max_buffered_bytes") + limit_sections,
+                "limits")
     if "max_connections" in lim:
         c.max_connections = _int(lim["max_connections"], "limits.max_connections", 1, 10**7)
+    if "max_buffered_bytes" in lim:
+        c.max_buffered_bytes = _int(lim["max_buffered_bytes"], "limits.max_buffered_bytes",
+                                    1024, 2**48)
     _dialect_options(c, lim, ("limits",))
     lg = _keys(raw.get("log"), ("level", "format"), "log")
     if "level" in lg:

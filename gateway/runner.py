@@ -8,6 +8,11 @@ whatever the session sends after it waits behind it, so replies never overtake e
 Flow control both ways: the session may pause reading (input it cannot run yet), and when the
 peer does not read its replies (asyncio's pause_writing), reading pauses too and the session is
 told, so a slow reader cannot make the server buffer without bound.
+
+Limits (gateway/limits.py): after each read the session's optional `partial_input()` (bytes of
+an unfinished command or frame) is reported to the server's buffer budget when it changed; the
+server-wide sweep reads `rx`, `born`, `partial` and the marks below to close idle, half-sent
+and unauthenticated connections, and the budget may pause reading (`budget_pause`).
 """
 from __future__ import annotations
 
@@ -40,19 +45,34 @@ class Runner(asyncio.Protocol):
         self._session_pauses = 0
         self._write_paused = False
         self._reading = True
+        self._budget_paused = False
+        self._partial_fn = None
+        # limits (gateway/limits.py): bytes received, start (server clock, ms), the partial
+        # input last reported, and the sweep's marks
+        self.rx = 0
+        self.born = 0
+        self.partial = 0
+        self.idle_mark = 0
+        self.idle_since = 0
+        self.half_mark = None
+        self.half_since = 0
 
     # --------------------------------------------------------- asyncio side
     def connection_made(self, transport) -> None:
         srv = self.server
         self.t = transport
-        if srv.connections >= srv.config.max_connections:
+        if srv.connections >= srv.max_connections:
+            srv.refusing(True)
             if self.reg.refuse_reply:
                 transport.write(self.reg.refuse_reply)
             self._lost = True
             transport.close()
             return
+        if srv.refused:
+            srv.refusing(False)
         srv.connections += 1
         srv.live.add(self)
+        self.born = self.idle_since = srv.clock.monotonic_ms()
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             try:
@@ -60,16 +80,23 @@ class Runner(asyncio.Protocol):
             except OSError:  # pragma: no cover - best effort
                 pass
         self.session = self.reg.session_factory(self.state, self)
+        self._partial_fn = getattr(self.session, "partial_input", None)
 
     def data_received(self, data: bytes) -> None:
         if self._lost:
             return
+        self.rx += len(data)
         self._batch = out = []
         try:
             self.session.data_received(data)
         finally:
             self._batch = None
             self._flush(out)
+        f = self._partial_fn
+        if f is not None:
+            p = f()
+            if p != self.partial:
+                self.server.limits.account(self, p)
 
     def eof_received(self):
         if not self._lost:
@@ -179,8 +206,18 @@ class Runner(asyncio.Protocol):
         if self._closing and not self._held and not self._lost and self.t is not None:
             self.t.close()
 
+    def budget_pause(self, on: bool) -> None:
+        """The buffer budget stops (`on`) or restarts reading this connection."""
+        self._budget_paused = on
+        self._update_reading()
+
+    def paused_by_server(self) -> bool:
+        """True while reading is paused by the session or the buffer budget (not by a peer
+        that does not read its replies)."""
+        return bool(self._session_pauses or self._budget_paused)
+
     def _update_reading(self) -> None:
-        want = not (self._session_pauses or self._write_paused)
+        want = not (self._session_pauses or self._write_paused or self._budget_paused)
         if want != self._reading and not self._lost and self.t is not None:
             self._reading = want
             try:
@@ -204,7 +241,14 @@ class Runner(asyncio.Protocol):
         if self.session is not None:
             srv.connections -= 1
             srv.live.discard(self)
+            srv.limits.forget(self)
             self.session.connection_lost()
+
+    def abort(self) -> None:
+        """A limit closes this connection: drop it now, unsent replies included (the peer
+        stopped sending or reading; waiting for a flush could wait forever)."""
+        if self.t is not None and not self._lost:
+            self.t.abort()
 
     def shutdown(self) -> None:
         """Server stop: end the session now (its reservations go back), drop the socket."""

@@ -9,6 +9,11 @@ one version read otherwise), every stored job is loaded, and only then are conne
 accepted (the early ones waited in the kernel's backlog; their commands are answered now).
 Without pre-bound sockets each configured listener is bound here.
 
+Limits (gateway/limits.py, gateway/accept.py): the soft open-files limit is raised to the hard
+one and max_connections capped below it; listeners accept through gateway.accept.Acceptor
+(resource errors back off, never fatal); one sweep task closes idle, half-sent and
+unauthenticated connections.
+
 Signals: SIGUSR1 puts the server in drain mode (puts answer DRAINING); SIGTERM / SIGINT stop
 accepting, end the connections, flush the journal and return (exit status 0).
 """
@@ -36,7 +41,8 @@ class Runtime:
 
     `ready(addresses)` (optional) is called once every listener is bound. `port`: the engine
     port; `states`: dialect name -> its server-wide state; `connections`: open client
-    connections, every dialect (limits.max_connections). Raises core.api.StoreLocked when
+    connections, every dialect, at most `max_connections` (limits.max_connections capped by the
+    open-files limit: gateway/limits.py); `limits`: the timeouts and the buffer budget. Raises core.api.StoreLocked when
     another server holds the database.
     """
 
@@ -72,6 +78,11 @@ class Runtime:
         self.durable_replies = config.durability == "commit"
         self.connections = 0
         self.live: set = set()
+        from .limits import Limits, connection_cap, raise_nofile
+        self.nofile = raise_nofile()
+        self.max_connections = connection_cap(config.max_connections, self.nofile[0])
+        self.limits = Limits(self)
+        self.refused = 0          # connections refused in the current over-limit episode
         self._stop = None
         self._tick = None
         self.addresses: list[str] = []
@@ -165,9 +176,22 @@ class Runtime:
                 self._stop.set()
                 return
 
+    def refusing(self, on: bool) -> None:
+        """A connection was refused at max_connections (`on`), or accepted again after some
+        were: logged once per episode, not per connection."""
+        if on:
+            if not self.refused:
+                event(log, "connection limit reached: refusing connections",
+                      level=logging.WARNING, max_connections=self.max_connections)
+            self.refused += 1
+        else:
+            event(log, "accepting connections again", refused=self.refused)
+            self.refused = 0
+
     async def _listen(self, lst, sock=None):
         """Serve listener `lst` on `sock` (bound beforehand: gateway/listen.py), or bind it
-        now. Returns (asyncio server, "host:port" or "unix:/path")."""
+        now. Returns (gateway.accept.Acceptor, "host:port" or "unix:/path")."""
+        from .accept import Acceptor
         loop = asyncio.get_running_loop()
         reg = registry.get(lst.dialect)
         state = self.states[lst.dialect]
@@ -178,11 +202,11 @@ class Runtime:
             from .listen import bind_one
             sock = bind_one(lst.host, lst.port, lst.unix)
         if lst.unix:
-            srv = await loop.create_unix_server(factory, sock=sock)
-            return srv, f"unix:{lst.unix}"
-        srv = await loop.create_server(factory, sock=sock)
-        host, port = srv.sockets[0].getsockname()[:2]
-        return srv, f"{host}:{port}"
+            addr = f"unix:{lst.unix}"
+        else:
+            host, port = sock.getsockname()[:2]
+            addr = f"{host}:{port}"
+        return Acceptor(loop, sock, factory, f"{lst.dialect} {addr}"), addr
 
     def stop(self) -> None:
         """Stop serving (what SIGTERM does); callable from the event loop's thread."""
@@ -209,6 +233,7 @@ class Runtime:
                 else:
                     tg.start_soon(self._lock_keeper)
             tg.start_soon(self._ticker)
+            tg.start_soon(self.limits.run)
             if signals:
                 tg.start_soon(self._signals)
             servers = []

@@ -21,7 +21,11 @@ to `transport.send()` at once or later (a waiter firing), and never reads a sock
 
 Optional session methods the gateway calls when present: `pause_writing()` /
 `resume_writing()` when the peer does not read its replies fast enough (a session with
-unsolicited output, such as bunqueue's events, holds it meanwhile).
+unsolicited output, such as bunqueue's events, holds it meanwhile); `partial_input() -> int`:
+bytes of an unfinished command or frame its parser holds (0 when none; for the half-sent
+timeout and the server-wide buffer budget, gateway/limits.py); `handshake_pending() -> bool`:
+True while the connection must still authenticate (closed after the dialect's option
+`auth_timeout_s`, when it has one).
 """
 from __future__ import annotations
 
@@ -95,6 +99,19 @@ class Registration:
     options_path: tuple = ()
     options: tuple = field(default_factory=tuple)
     summary: str = ""
+
+
+def connection_options(idle_timeout_s: int = 0, half_sent_timeout_s: int = 30) -> tuple:
+    """The connection timeouts every dialect lists among its options (gateway/limits.py),
+    with its defaults: `idle_timeout_s` (close a connection that sent nothing for that many
+    s; 0: never) and `half_sent_timeout_s` (close a connection that has held the same
+    unfinished command or frame that many s; 0: never)."""
+    return (
+        Option("idle_timeout_s", "int", idle_timeout_s, 0, 365 * 86400,
+               "close a connection that sent nothing for this many s; 0: never"),
+        Option("half_sent_timeout_s", "int", half_sent_timeout_s, 0, 86400,
+               "close a connection holding one unfinished command this many s; 0: never"),
+    )
 
 
 def lazy_exports(package: str, exports: dict) -> Callable:

@@ -2,7 +2,8 @@
 in order: beanstalk and workq. Sans-IO: bytes in through `data_received`, replies out through
 the transport.
 
-The dialect provides a parser (`feed(bytes) -> list of commands`) and a handler with
+The dialect provides a parser (`feed(bytes) -> list of commands`, optionally `buffered() ->
+int`: bytes of an unfinished command it holds) and a handler with
 `handle(cmd) -> bytes | wait | quit`, `has_reply()`, `take_reply()`, `cancel_wait() -> bytes |
 None`, `close()`, and the attributes `on_wake` (set here) and `need_commit` (set by the handler
 when its reply must wait for the commit; cleared here).
@@ -38,7 +39,7 @@ class Sequential:
 
     __slots__ = ("parser", "handler", "transport", "wait", "quit", "on_end", "_pending",
                  "_stash", "_stash_size", "_waiting", "_eof", "_done", "_closed", "_paused",
-                 "_scheduled", "_wpaused")
+                 "_scheduled", "_wpaused", "_buffered")
 
     def __init__(self, parser, handler, transport, wait, quit, on_end=None) -> None:
         self.parser = parser
@@ -57,6 +58,7 @@ class Sequential:
         self._paused = False
         self._scheduled = False
         self._wpaused = False   # the peer does not read its replies: run nothing more
+        self._buffered = getattr(parser, "buffered", None)
         handler.on_wake = self._woken
 
     # ------------------------------------------------------------- contract
@@ -98,6 +100,14 @@ class Sequential:
         if self.on_end is not None:
             self.on_end()
         self.handler.close()
+
+    def partial_input(self) -> int:
+        """Bytes of an unfinished command (line or body) the parser holds: the contract's
+        optional method for the half-sent timeout and the buffer budget. Input held while a
+        command waits (at most WAIT_STASH_MAX, then reading pauses) is not counted: it may be
+        complete commands."""
+        b = self._buffered
+        return b() if b is not None else 0
 
     def pause_writing(self) -> None:
         """The peer does not read its replies: stop running commands (the rest of what was

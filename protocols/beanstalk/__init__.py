@@ -2,7 +2,7 @@
 
 `REGISTRATION` is what the gateway's registry lists (protocols/contract.py).
 """
-from ..contract import Option, Registration, lazy_call, lazy_exports
+from ..contract import Option, Registration, connection_options, lazy_call, lazy_exports
 
 __all__ = ["Parser", "Session", "ServerInfo", "connect", "REGISTRATION"]
 
@@ -28,7 +28,8 @@ REGISTRATION = Registration(
                "largest job body in bytes (beanstalkd -z)"),
         Option("line_max", "int", 224, 16, 65536,
                "longest command line in bytes, CRLF included (beanstalkd LINE_BUF_SIZE)"),
-    ),
+    # beanstalkd has neither timeout: workers hold idle connections for hours
+    ) + connection_options(idle_timeout_s=0, half_sent_timeout_s=30),
     summary="beanstalkd 1.12 protocol (greenstalk, pystalk, beanstalkc, fivebeans, jackd)",
 )
 

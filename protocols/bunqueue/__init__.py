@@ -4,7 +4,7 @@ Sans-IO: codec.FrameReader cuts frames, session.Session runs commands through th
 and returns framed replies, connection.Connection runs a Session over the connection contract
 (protocols/contract.py). `REGISTRATION` is what the gateway's registry lists.
 """
-from ..contract import Option, Registration, lazy_call, lazy_exports
+from ..contract import Option, Registration, connection_options, lazy_call, lazy_exports
 
 #: the largest frame accepted by default (protocols/bunqueue/codec.py MAX_FRAME, kept equal
 #: by tests/test_registry.py; not imported from there so that the registry stays light)
@@ -37,7 +37,9 @@ REGISTRATION = Registration(
         Option("rate_limit", "int", 0, 0, 10**9, "commands per second per connection, 0: off"),
         Option("max_frame", "int", MAX_FRAME, 1024, 2**32 - 1,
                "largest frame in bytes; a larger one closes the connection"),
-    ),
+    # the reference closes a connection only when it holds a partial frame (its stall timer,
+    # TCP_IDLE_TIMEOUT_MS, default 60 s); an idle connection without one stays open
+    ) + connection_options(idle_timeout_s=0, half_sent_timeout_s=60),
     summary="bunqueue 2.9.5 TCP protocol (length-prefixed MessagePack, pipelining)",
 )
 

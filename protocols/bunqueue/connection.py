@@ -64,6 +64,16 @@ class Connection:
         self._pending.clear()
         self.session.close()
 
+    def partial_input(self) -> int:
+        """Bytes of an unfinished frame held (the contract's optional method: half-sent
+        timeout and buffer budget; bounded by max_frame + 4)."""
+        return self.reader.buffered()
+
+    def handshake_pending(self) -> bool:
+        """True until the connection has authenticated, when the server needs Auth (the
+        contract's optional method: closed after the dialect's auth_timeout_s)."""
+        return not self.session.authed
+
     def pause_writing(self) -> None:
         """The peer does not read: hold event frames (the feed buffer bounds them)."""
         self.session.write_paused = True

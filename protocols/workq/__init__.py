@@ -2,7 +2,7 @@
 
 `REGISTRATION` is what the gateway's registry lists (protocols/contract.py).
 """
-from ..contract import Registration, lazy_call, lazy_exports
+from ..contract import Registration, connection_options, lazy_call, lazy_exports
 
 __all__ = ["CLOSE", "Parser", "QUIT", "Session", "WAIT", "WorkqInfo", "connect",
            "REGISTRATION"]
@@ -23,6 +23,9 @@ REGISTRATION = Registration(
     make_state=_state,
     session_factory=lazy_call(__name__, ".session", "connect"),
     refuse_reply=None,   # the reference accepts every connection: none to copy
+    options_path=("limits", "workq"),
+    # the reference has no timeout: workers hold idle connections
+    options=connection_options(idle_timeout_s=0, half_sent_timeout_s=30),
     summary="workq's +/- text protocol (iamduo/workq)",
 )
 

@@ -128,6 +128,10 @@ class Parser:
         """True while a command waits for the rest of its payload."""
         return self._pending is not None
 
+    def buffered(self) -> int:
+        """Bytes of an unfinished line or payload held (at most MAX_READ, or one payload)."""
+        return len(self._buf)
+
     def feed(self, data: bytes) -> list:
         """Add received bytes; return the items completed by them (see the module doc)."""
         if self._closed:
