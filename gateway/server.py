@@ -65,7 +65,10 @@ class Runtime:
         self.restored = 0
         if self.store is not None:
             self.restored = self.port.restore(self.store)
-        context = Context(version, db_path)
+        from .access import build_access, prepare
+        prepare(config)   # done by the CLI already; here for servers built in-process
+        self.access = build_access(config)   # None: no access control (the default)
+        context = Context(version, db_path, self.access)
         self.states = {name: reg.make_state(self.port, config.options[name], context)
                        for name, reg in registry.DIALECTS.items()}
         # a reply that must be durable waits for the commit (durability: commit)
@@ -148,14 +151,14 @@ class Runtime:
         state = self.states[lst.dialect]
 
         def factory():
-            return Runner(self, reg, state)
+            return Runner(self, reg, state, lst)
         if sock is None:
             from .listen import bind_one
             sock = bind_one(lst.host, lst.port, lst.unix)
         if lst.unix:
             srv = await loop.create_unix_server(factory, sock=sock)
             return srv, f"unix:{lst.unix}"
-        srv = await loop.create_server(factory, sock=sock)
+        srv = await loop.create_server(factory, sock=sock, ssl=lst.ssl_context)
         host, port = srv.sockets[0].getsockname()[:2]
         return srv, f"{host}:{port}"
 
@@ -190,7 +193,8 @@ class Runtime:
                     srv, addr = await self._listen(lst, sock)
                     servers.append(srv)
                     self.addresses.append(addr)
-                    event(log, "listening", dialect=lst.dialect, address=addr)
+                    event(log, "listening", dialect=lst.dialect, address=addr,
+                          tls=lst.ssl_context is not None)
                 if ready is not None:
                     ready(self.addresses)
                 await self._stop.wait()
