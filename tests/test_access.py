@@ -194,9 +194,10 @@ def test_token_principals_on_bunqueue(server):
     assert mailer.call("ACK", id=report["id"])["ok"] is False
     mailer.call("Cancel", id=report["id"])   # whatever it answers, the job stays
     assert reporter.call("GetJob", id=report["id"])["job"] is not None
-    names = [q["name"] if isinstance(q, dict) else q
-             for q in mailer.call("ListQueues").get("queues", [])]
-    assert "reports" not in names
+    assert mailer.call("PUSH", queue="emails-listed", data=1)["ok"] is True
+    names = mailer.call("ListQueues")["queues"]
+    assert "emails-listed" in names and "reports" not in names
+    assert "reports" in reporter.call("ListQueues")["queues"]
     # a beanstalk job in public-x (anonymous) is invisible to the mailer by its derived uid
     anon = Raw(server.ports["beanstalk"])
     assert anon.cmd(b"use public-x\r\n") == b"USING public-x\r\n"
