@@ -16,6 +16,9 @@ status (documented per method); IllegalTransition (core/transitions.py) means a 
 """
 from __future__ import annotations
 
+from .access import NOBODY, Access, AccessDenied, Principal
+from .access_port import ScopedPort
+from .access_port import scoped as _scoped
 from .clock import ManualClock, SystemClock
 from .events import DEFAULT_MAXLEN, Event, Subscription
 from .failures import JobPolicy
@@ -35,7 +38,8 @@ __all__ = [
     "SystemClock", "ManualClock", "Event", "Subscription", "JobPolicy", "Failure", "JobView",
     "QueueView", "Reserved", "ServerStats", "IllegalTransition", "TIMED_OUT", "DEADLINE_SOON",
     "WAITING", "TOKEN_CHECKED", "TOKEN_REQUIRED", "TOKEN_IGNORED", "LEASE_OK", "NOT_ACTIVE",
-    "TOKEN_MISSING", "TOKEN_MISMATCH", "DEFAULT_MAXLEN",
+    "TOKEN_MISSING", "TOKEN_MISMATCH", "DEFAULT_MAXLEN", "Access", "AccessDenied",
+    "Principal", "NOBODY", "ScopedPort",
 ]
 
 
@@ -141,6 +145,12 @@ class Port(JobOps):
             return x
         p = getattr(x, "_port", None)
         return p if p is not None else Port(x)
+
+    def scoped(self, principal: Principal | None):
+        """This port as `principal` may use it (core/access_port.py): itself when `principal`
+        is None (no access control) or allowed every queue, else a ScopedPort that raises
+        AccessDenied for a disallowed queue name and hides the jobs of disallowed queues."""
+        return _scoped(self, principal)
 
     # ------------------------------------------------------------- server
     def restore(self, store) -> int:

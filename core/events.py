@@ -64,18 +64,21 @@ class Event(NamedTuple):
 class Subscription:
     """A bounded buffer of events for one consumer (see the module docstring).
 
-    `queues`: only events of these queues (None: every queue). `maxlen`: buffer bound (events).
+    `queues`: only events of these queues (None: every queue). `allow`: None, or a predicate on
+    the queue name that every event must also pass (the access model: core/access_port.py).
+    `maxlen`: buffer bound (events).
     `dropped`: events discarded because the buffer was full (drop-oldest). `notify()`: called
     when the buffer becomes non-empty (None: the consumer polls `take()`).
     """
 
-    __slots__ = ("feed", "queues", "buf", "maxlen", "dropped", "notify", "_armed", "closed")
+    __slots__ = ("feed", "queues", "allow", "buf", "maxlen", "dropped", "notify", "_armed", "closed")
 
     def __init__(self, feed: Feed, queues, maxlen: int, notify) -> None:
         if maxlen < 1:
             raise ValueError("a subscription buffer holds at least one event")
         self.feed = feed
         self.queues = None if queues is None else frozenset(queues)
+        self.allow = None
         self.buf: deque = deque()
         self.maxlen = maxlen
         self.dropped = 0
@@ -86,6 +89,8 @@ class Subscription:
     def push(self, ev: Event) -> None:
         """Add `ev` (feed only): filtered by queue; drops the oldest event when full."""
         if self.queues is not None and ev.queue not in self.queues:
+            return
+        if self.allow is not None and not self.allow(ev.queue):
             return
         buf = self.buf
         if len(buf) >= self.maxlen:

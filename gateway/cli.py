@@ -5,8 +5,9 @@ pipeline's `jobgate export events`, `jobgate analyze`, `jobgate enqueue` (pipeli
                   [--durability commit|buffered|memory] [--log-level LEVEL]
     jobgate migrate [--config FILE] [--database URL]
 
-`--listen` is repeatable; when given, only those listeners run; the dialect names and their
-default ports come from the registry (gateway/registry.py). Exit status: 0 after a clean stop,
+`--listen` is repeatable; when given, only those listeners run (each keeps the `tls` and
+`open` settings its dialect has in the config file); the dialect names and their default ports
+come from the registry (gateway/registry.py). Exit status: 0 after a clean stop,
 2 for a configuration error (the message names the key), 1 for a runtime failure (another server
 holds the database, ...).
 """
@@ -26,13 +27,19 @@ def build_config(args, check_db: bool = True):
     leaves the database URL's check (it imports SQLAlchemy) to the caller."""
     cfg = load(getattr(args, "config", None))
     if getattr(args, "listen", None):
-        cfg.listeners = [parse_listen_flag(v) for v in args.listen]
+        from .access import keep_security
+        configured = {lst.dialect: lst for lst in cfg.listeners}
+        cfg.listeners = [keep_security(f, configured.get(f.dialect))
+                         for f in map(parse_listen_flag, args.listen)]
     if getattr(args, "database", None):
         cfg.database_url = args.database
     if getattr(args, "durability", None):
         cfg.durability = args.durability
     if getattr(args, "log_level", None):
         cfg.log_level = args.log_level
+    if args.cmd == "serve":
+        from .access import prepare   # TLS files and the access rule (exit 2 when refused)
+        prepare(cfg)
     if check_db and (cfg.durability != "memory" or args.cmd == "migrate"):
         check_database_url(cfg.database_url)
     return cfg

@@ -4,6 +4,8 @@ A file looks like this (every key optional; unknown keys are an error naming the
 
     listeners:
       beanstalk: {host: 127.0.0.1, port: 11300}    # or {unix: /run/jobgate.sock}
+      # any TCP listener: tls: {cert: PATH, key: PATH, client_ca: PATH}, open: true
+      # (gateway/access.py; docs/operations.md "TLS and access")
       workq: {host: 127.0.0.1, port: 9922}
       bunqueue: {host: 127.0.0.1, port: 6789}
     database:
@@ -21,6 +23,9 @@ A file looks like this (every key optional; unknown keys are an error naming the
       beanstalk: {max_job_size: 65535, line_max: 224, idle_timeout_s: 0, half_sent_timeout_s: 30}
       workq: {idle_timeout_s: 0, half_sent_timeout_s: 30}
     log: {level: info, format: json}                # format: json | text
+    access:                                         # who reaches which queues (gateway/access.py)
+      principals: [{token: s1, queues: ["emails*"]}, {cert_cn: w1, queues: ["*"]}]
+      anonymous: ["*"]                              # unidentified clients on open listeners
     bunqueue:
       auth_tokens: [secret1, secret2]               # clients must Auth with one; none: open
       rate_limit: 0                                 # commands/s per connection, 0: unlimited
@@ -40,7 +45,7 @@ from dataclasses import dataclass, field
 from . import registry
 
 DURABILITY = ("commit", "buffered", "memory")
-_BASE_KEYS = ("listeners", "database", "durability", "history", "limits", "log")
+_BASE_KEYS = ("listeners", "database", "durability", "history", "limits", "log", "access")
 
 
 class ConfigError(ValueError):
@@ -49,12 +54,17 @@ class ConfigError(ValueError):
 
 @dataclass
 class Listener:
-    """One listening address: TCP host/port, or a unix socket path (`unix`)."""
+    """One listening address: TCP host/port, or a unix socket path (`unix`). `tls`: None or
+    {cert, key, client_ca?} file paths; `open`: unidentified clients may use the queues of
+    access.anonymous; `ssl_context`: built from `tls` at start (gateway/access.py prepare)."""
 
     dialect: str
     host: str = "127.0.0.1"
     port: int = 0
     unix: str | None = None
+    tls: dict | None = None
+    open: bool = False
+    ssl_context: object = None
 
     def describe(self) -> str:
         """`unix:/path` or `host:port`."""
@@ -95,6 +105,8 @@ class Config:
     log_level: str = "info"
     log_format: str = "json"
     options: dict = field(default_factory=_default_options)
+    #: the validated `access` section (gateway/access.py parse_access), None when absent
+    access: dict | None = None
 
     def option(self, dialect: str, name: str):
         """The value of dialect `dialect`'s option `name`."""
@@ -156,15 +168,26 @@ def _dialect_options(c: Config, raw: dict, parent: tuple) -> None:
 
 
 def parse_listener(dialect: str, d, where: str) -> Listener:
-    """Validate one listener mapping {host, port} or {unix}."""
-    d = _keys(d, ("host", "port", "unix"), where)
+    """Validate one listener mapping {host, port, tls?, open?} or {unix, open?}."""
+    d = _keys(d, ("host", "port", "unix", "tls", "open"), where)
+    if "open" in d and not isinstance(d["open"], bool):
+        raise ConfigError(f"config key '{where}.open': must be true or false")
     if "unix" in d:
         if "host" in d or "port" in d:
             raise ConfigError(f"config key '{where}': give either unix or host/port")
-        return Listener(dialect, unix=_str(d["unix"], f"{where}.unix"))
-    return Listener(dialect, _str(d.get("host", "127.0.0.1"), f"{where}.host"),
-                    _int(d.get("port", registry.get(dialect).default_port), f"{where}.port", 0,
-                         65535))
+        if "tls" in d:
+            raise ConfigError(f"config key '{where}.tls': TLS is for TCP listeners, not unix "
+                              "sockets (a unix peer is identified by its user)")
+        lst = Listener(dialect, unix=_str(d["unix"], f"{where}.unix"))
+    else:
+        lst = Listener(dialect, _str(d.get("host", "127.0.0.1"), f"{where}.host"),
+                       _int(d.get("port", registry.get(dialect).default_port), f"{where}.port",
+                            0, 65535))
+        if "tls" in d:
+            from .access import parse_tls
+            lst.tls = parse_tls(d["tls"], f"{where}.tls")
+    lst.open = d.get("open", False)
+    return lst
 
 
 def from_dict(raw) -> Config:
@@ -214,6 +237,9 @@ def from_dict(raw) -> Config:
     if "format" in lg:
         c.log_format = _choice(lg["format"], "log.format", ("json", "text"))
     _dialect_options(c, raw, ())
+    if "access" in raw:
+        from .access import parse_access
+        c.access = parse_access(raw["access"])
     return c
 
 

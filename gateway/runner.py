@@ -28,12 +28,16 @@ FLUSH_AT = 256 * 1024
 
 class Runner(asyncio.Protocol):
     """One connection: `server` (gateway.server.Runtime), `reg` (its dialect's Registration),
-    `state` (the dialect's server-wide state). Implements the Transport of the contract."""
+    `state` (the dialect's server-wide state), `listener` (its gateway.config.Listener, or
+    None). Implements the Transport of the contract; `principal` is the core.api.Principal
+    bound when the connection is made (gateway/access.py; None: no access control)."""
 
-    def __init__(self, server, reg, state) -> None:
+    def __init__(self, server, reg, state, listener=None) -> None:
         self.server = server
         self.reg = reg
         self.state = state
+        self.listener = listener
+        self.principal = None
         self.session = None
         self.t = None
         self._batch = None
@@ -79,6 +83,10 @@ class Runner(asyncio.Protocol):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:  # pragma: no cover - best effort
                 pass
+        access = getattr(srv, "access", None)
+        if access is not None and self.listener is not None:
+            from .access import connection_principal
+            self.principal = connection_principal(access, self.listener, transport)
         self.session = self.reg.session_factory(self.state, self)
         self._partial_fn = getattr(self.session, "partial_input", None)
 

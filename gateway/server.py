@@ -71,7 +71,10 @@ class Runtime:
         self.restored = 0
         if self.store is not None:
             self.restored = self.port.restore(self.store)
-        context = Context(version, db_path)
+        from .access import build_access, prepare
+        prepare(config)   # done by the CLI already; here for servers built in-process
+        self.access = build_access(config)   # None: no access control (the default)
+        context = Context(version, db_path, self.access)
         self.states = {name: reg.make_state(self.port, config.options[name], context)
                        for name, reg in registry.DIALECTS.items()}
         # a reply that must be durable waits for the commit (durability: commit)
@@ -197,7 +200,7 @@ class Runtime:
         state = self.states[lst.dialect]
 
         def factory():
-            return Runner(self, reg, state)
+            return Runner(self, reg, state, lst)
         if sock is None:
             from .listen import bind_one
             sock = bind_one(lst.host, lst.port, lst.unix)
@@ -206,7 +209,7 @@ class Runtime:
         else:
             host, port = sock.getsockname()[:2]
             addr = f"{host}:{port}"
-        return Acceptor(loop, sock, factory, f"{lst.dialect} {addr}"), addr
+        return Acceptor(loop, sock, factory, f"{lst.dialect} {addr}", ssl=lst.ssl_context), addr
 
     def stop(self) -> None:
         """Stop serving (what SIGTERM does); callable from the event loop's thread."""
@@ -243,7 +246,8 @@ class Runtime:
                     srv, addr = await self._listen(lst, sock)
                     servers.append(srv)
                     self.addresses.append(addr)
-                    event(log, "listening", dialect=lst.dialect, address=addr)
+                    event(log, "listening", dialect=lst.dialect, address=addr,
+                          tls=lst.ssl_context is not None)
                 if ready is not None:
                     ready(self.addresses)
                 await self._stop.wait()

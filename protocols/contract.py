@@ -18,6 +18,11 @@ to `transport.send()` at once or later (a waiter firing), and never reads a sock
 - `defer(fn)`: call `fn()` soon, outside the current engine call. A waiter's callback runs
   inside another connection's command; a session that must run more commands when its wait
   ends defers that work (the engine is not re-entrant).
+- `principal` (attribute, optional): the core.api.Principal bound when the connection was made
+  (client certificate, unix-socket peer, anonymous on an open listener), or None when no
+  access control is configured. The session reaches the engine through
+  `port.scoped(principal)` and answers core.api.AccessDenied with its dialect's error
+  (docs/operations.md, "TLS and access"). A transport without it means None.
 
 Optional session methods the gateway calls when present: `pause_writing()` /
 `resume_writing()` when the peer does not read its replies fast enough (a session with
@@ -59,10 +64,12 @@ class Session(Protocol):
 
 class Context(NamedTuple):
     """Facts about the running server a dialect may report: `version` (what beanstalk's stats
-    calls the server version, "1.12") and `database_path` (the SQLite file, or None)."""
+    calls the server version, "1.12") and `database_path` (the SQLite file, or None); and
+    `access`: the core.api.Access of the server (None: no access control configured)."""
 
     version: str = "1.12"
     database_path: str | None = None
+    access: object = None
 
 
 @dataclass(frozen=True)

@@ -305,6 +305,11 @@ def bq_clocked_start(tmp_dir):
     return s
 
 
+#: beanstalk and workq listeners marked `open` (their addresses come from --listen): a server
+#: with bunqueue tokens refuses to start without it (docs/operations.md, "TLS and access")
+OPEN_LISTENERS_YAML = "listeners:\n  beanstalk: {open: true}\n  workq: {open: true}\n"
+
+
 def bq_server_start(tmp_dir, *, token: str | None = None, rate_limit: int | None = None,
                     workq: bool = False):
     """A jobgate server with beanstalk and bunqueue listeners (SQLite file in `tmp_dir`,
@@ -323,6 +328,8 @@ def bq_server_start(tmp_dir, *, token: str | None = None, rate_limit: int | None
         cfg = os.path.join(str(tmp_dir), "bunqueue.yaml")
         with open(cfg, "w") as f:
             f.write("bunqueue:\n" + "\n".join(lines) + "\n")
+            if token is not None:   # tokens on: beanstalk and workq must be marked open
+                f.write(OPEN_LISTENERS_YAML)
         extra = ["--config", cfg]
     return Server(f"sqlite:///{tmp_dir}/jobgate.db", bunqueue=True, workq=workq, extra=extra)
 

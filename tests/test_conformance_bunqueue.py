@@ -26,7 +26,8 @@ from conformance.bunqueue_wire import (MAP16_REQUIRED, UNDEFINED, RawBytes, anno
 
 from .support import ADDR_HOST, Server
 
-AUTH_YAML = "bunqueue:\n  auth_tokens: [s3cret]\n"
+# tokens on: the beanstalk listener (tests/support.Server always has one) must be marked open
+AUTH_YAML = "bunqueue:\n  auth_tokens: [s3cret]\nlisteners:\n  beanstalk: {open: true}\n"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ producer/worker flags. The engine is reached through its port only (core/api.py)
 """
 from __future__ import annotations
 
-from core.api import DEADLINE_SOON, TIMED_OUT, WAITING
+from core.api import DEADLINE_SOON, TIMED_OUT, WAITING, AccessDenied
 
 from ..sequential import Sequential
 
@@ -49,16 +49,22 @@ class Session:
     delete, release, bury or kick succeeded, or a reserve handed out a job whose row is not yet
     committed); the I/O layer waits for the commit and clears it.
     Call `close()` exactly once when the connection ends: it releases the reservations.
+
+    `principal` (core.api.Principal, None: no access control): the connection's; its commands
+    go through `port.scoped(principal)`, and a command naming a tube it may not use, or a job
+    of such a tube, answers NOT_FOUND (docs/operations.md, "TLS and access"). The connection
+    starts on tube `default` whatever the principal (beanstalkd's start state); using it
+    answers NOT_FOUND when it is not allowed.
     """
 
-    def __init__(self, info: ServerInfo) -> None:
+    def __init__(self, info: ServerInfo, principal=None) -> None:
         self.info = info
-        self.port = e = info.port
+        self.port = e = info.port.scoped(principal)
         self.owner = e.new_owner("beanstalk")
         self.used = "default"
         self.watch = ["default"]
-        e.attach("default", "using")
-        e.attach("default", "watching")
+        info.port.attach("default", "using")   # a reference count, not a use of the tube
+        info.port.attach("default", "watching")
         self.producer = False
         self.worker = False
         self.on_wake = None
@@ -106,7 +112,10 @@ class Session:
             cmds[op] += 1
         if self.port.storage_down is not None and op in STORAGE_REFUSED:
             return self._refused(op, cmd)
-        return self._ops[op](cmd)
+        try:
+            return self._ops[op](cmd)
+        except AccessDenied:   # a tube this connection may not use is invisible
+            return NOT_FOUND
 
     def _refused(self, op: bytes, cmd: tuple) -> bytes:
         """The reply to `cmd` while storage is unavailable (STORAGE_REFUSED). As beanstalkd,
@@ -242,8 +251,8 @@ class Session:
     def _watch(self, c):
         name = c[1]
         if name not in self.watch:
+            self.port.attach(name, "watching")   # first: AccessDenied leaves the list as it was
             self.watch.append(name)
-            self.port.attach(name, "watching")
         return b"WATCHING %d\r\n" % len(self.watch)
 
     def _ignore(self, c):
@@ -293,7 +302,7 @@ def connect(info: ServerInfo, transport) -> Sequential:
     feeding a Session. A connection that ends inside a put's body counts that put, as
     beanstalkd does; a waiting reserve whose client half-closes answers TIMED_OUT."""
     parser = Parser(info.max_job_size, info.line_max)
-    sess = Session(info)
+    sess = Session(info, getattr(transport, "principal", None))
 
     def on_end():
         if parser.in_body():

@@ -22,7 +22,8 @@ _EXPORTS = {"FrameReader": ".codec", "Connection": ".connection", "connect": ".c
 def _state(port, options: dict, context):
     from .info import BunqueueInfo
     return BunqueueInfo(port, options["auth_tokens"], options["rate_limit"],
-                        context.database_path, options["max_frame"])
+                        context.database_path, options["max_frame"],
+                        getattr(context, "access", None))
 
 
 REGISTRATION = Registration(

@@ -31,7 +31,8 @@ class Connection:
     def __init__(self, info: BunqueueInfo, transport) -> None:
         self.transport = transport
         self.reader = FrameReader(info.max_frame)
-        self.session = Session(info, self._deliver, transport.defer)
+        self.session = Session(info, self._deliver, transport.defer,
+                               getattr(transport, "principal", None))
         self._pending: deque = deque()
         self._paused = False
         self._eof = False

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hmac
 
-from core.api import JobPolicy, Port
+from core.api import JobPolicy, Port, Principal
 
 #: What Hello announces (reference 2.9.5 answers protocol 3 with these capabilities).
 PROTOCOL_VERSIONS = (1, 2, 3)
@@ -28,6 +28,9 @@ BUNQUEUE_POLICY = JobPolicy(stall_counts_attempt=True, max_stalls=MAX_STALLS,
                             ttl_spares_reserved=True)
 
 
+_EVERY_QUEUE = Principal("token", "token", ("*",))
+
+
 class BunqueueInfo:
     """State of the bunqueue dialect for one server process.
 
@@ -36,12 +39,17 @@ class BunqueueInfo:
     `max_frame`: largest frame body in bytes; `db_path`: the SQLite file (Metrics'
     sqliteSizeMb); `workers`: workerId -> registration dict; `subscribers`: sessions that sent
     SubscribeEvents; counters for Stats / Metrics. Uptime counts on the port's clock.
+    `access`: the server's core.api.Access (None: only `auth_tokens`, each allowed every queue).
     """
 
     def __init__(self, engine, auth_tokens=(), rate_limit: float = 0,
-                 db_path: str | None = None, max_frame: int = 64 * 1024 * 1024) -> None:
+                 db_path: str | None = None, max_frame: int = 64 * 1024 * 1024,
+                 access=None) -> None:
         self.port = Port.of(engine)
+        self.access = access
         self.auth_tokens = [t.encode("utf-8") for t in auth_tokens]
+        #: clients not identified otherwise must Auth (tokens are configured)
+        self.requires_auth = bool(auth_tokens) or (access is not None and access.has_tokens)
         self.rate_limit = rate_limit
         self.max_frame = max_frame
         self.db_path = db_path
@@ -58,6 +66,14 @@ class BunqueueInfo:
     def failed_total(self) -> int:
         """Jobs failed for good: by FAIL, and by the stall policy (lock expiries)."""
         return self.total_failed + self.port.stats().stall_failures
+
+    def token_principal(self, token) -> Principal | None:
+        """The core.api.Principal that Auth with `token` binds, or None for a wrong token.
+        With `access`, its token principals (bunqueue.auth_tokens are among them, allowed
+        every queue); else a principal allowed every queue for one of `auth_tokens`."""
+        if self.access is not None:
+            return self.access.for_token(token)
+        return _EVERY_QUEUE if self.check_token(token) else None
 
     def check_token(self, token) -> bool:
         """True when `token` is one of the configured tokens (constant-time compare)."""

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import logging
 
+from core.api import AccessDenied
+
 from . import (handlers_control, handlers_core, handlers_outcome,  # noqa: F401 (registration)
                handlers_query)
 from .codec import UNDEFINED, decode_command, frame, pack, splice_map, unpack_value
@@ -66,14 +68,20 @@ class Session:
     """The state of one bunqueue connection (see the module docstring).
 
     `deliver(data: bytes, need_commit: bool)` sends a late reply or an event frame.
+    `principal` (core.api.Principal, None: no access control): bound when the connection was
+    made (client certificate, unix peer, anonymous on an open listener); commands go through
+    `port.scoped(principal)` (a queue it may not use: `Access denied: queue <name>`; a job
+    of one: not found). Tokens configured: a connection not identified otherwise ("nobody")
+    must Auth, which binds the token's principal (docs/operations.md, "TLS and access").
     """
 
-    def __init__(self, info: BunqueueInfo, deliver, defer=None) -> None:
+    def __init__(self, info: BunqueueInfo, deliver, defer=None, principal=None) -> None:
         self.info = info
-        self.port = info.port
+        self.port = info.port.scoped(principal)
         self.deliver = deliver
         self.defer = defer
-        self.authed = not info.auth_tokens
+        self.authed = not info.requires_auth or (principal is not None
+                                                 and principal.kind != "nobody")
         self.version = 1
         self.owner = self.port.new_owner("bunqueue", margin=False)
         self.name = self.owner.name   # this connection in the history (`bunqueue#<n>`)
@@ -113,6 +121,8 @@ class Session:
         self.rid = rid
         try:
             r = h(self, cmd)
+        except AccessDenied as e:
+            r = err(f"Access denied: queue {e.queue}")
         except (TypeError, AttributeError, ValueError, KeyError, IndexError) as e:
             # a field of an unexpected type: an error reply, as the reference's JavaScript
             # exceptions become one; the connection and every job stay as they were
@@ -215,10 +225,18 @@ def _hello(sess: Session, cmd: dict):
 
 @command("Auth")
 def _auth(sess: Session, cmd: dict):
-    if not sess.info.auth_tokens or sess.info.check_token(cmd.get("token")):
+    info = sess.info
+    if not info.requires_auth:
         sess.authed = True
         return ok_empty()
-    return err("Invalid token")
+    p = info.token_principal(cmd.get("token"))
+    if p is None:
+        return err("Invalid token")
+    sess.authed = True
+    sess.port = info.port.scoped(p)   # the token's queues from now on
+    if sess.subscription is not None:
+        sess.subscription.allow = None if p.unrestricted else p.allows
+    return ok_empty()
 
 
 __all__ = ["Session", "encode", "Spliced"]

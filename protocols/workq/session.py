@@ -15,7 +15,7 @@ connection, and a connection that closes leaves its leases to their TTR (workq-p
 """
 from __future__ import annotations
 
-from core.api import TIMED_OUT, WAITING, JobView, Port
+from core.api import TIMED_OUT, WAITING, AccessDenied, JobView, Port
 
 from ..sequential import Sequential
 from . import replies as R
@@ -34,6 +34,8 @@ NEEDS_COMMIT = frozenset((b"add", b"schedule", b"run", b"lease", b"complete", b"
 INVALID_ID = client_error(b"Invalid ID")
 INVALID_NAME = client_error(b"Invalid Name")
 INVALID_TTR = client_error(b"Invalid TTR")
+#: a queue name the connection's principal may not use (docs/operations.md, "TLS and access")
+ACCESS_DENIED = client_error(b"Access denied")
 INVALID_TTL = client_error(b"Invalid TTL")
 INVALID_TIME = client_error(b"Invalid Time")
 INVALID_TIMEOUT = client_error(b"Invalid wait timeout")
@@ -61,11 +63,16 @@ def _timeout(b: bytes) -> int | None:
 
 class Session:
     """A workq client connection. `need_commit` is set when a reply must wait for the journal
-    commit (the I/O layer waits and clears it). Call `close()` once when the connection ends."""
+    commit (the I/O layer waits and clears it). Call `close()` once when the connection ends.
 
-    def __init__(self, info: WorkqInfo) -> None:
+    `principal` (core.api.Principal, None: no access control): the connection's; its commands
+    go through `port.scoped(principal)`: a queue name it may not use answers
+    `-CLIENT-ERROR Access denied`, a job of such a queue is -NOT-FOUND (docs/operations.md,
+    "TLS and access")."""
+
+    def __init__(self, info: WorkqInfo, principal=None) -> None:
         self.info = info
-        self.port = info.port
+        self.port = info.port.scoped(principal)
         self.owner = self.port.new_owner("workq", margin=False, durable=True)
         self.on_wake = None
         self.need_commit = False
@@ -87,7 +94,10 @@ class Session:
             return item.data
         if self.port.storage_down is not None and item.name in NEEDS_COMMIT:
             return R.STORAGE_UNAVAILABLE
-        return self._ops[item.name](item)
+        try:
+            return self._ops[item.name](item)
+        except AccessDenied:
+            return ACCESS_DENIED
 
     def has_reply(self) -> bool:
         """True when a command that returned WAIT already has its answer."""
@@ -403,4 +413,5 @@ def connect(info: WorkqInfo, transport) -> Sequential:
     """The push-style session of one workq connection (protocols/contract.py): a Parser
     feeding a Session. A lease, result or run whose client goes away is withdrawn (a run's
     job deleted); leases the connection took stay until their TTR, as in workq."""
-    return Sequential(Parser(), Session(info), transport, WAIT, QUIT)
+    return Sequential(Parser(), Session(info, getattr(transport, "principal", None)), transport,
+                      WAIT, QUIT)

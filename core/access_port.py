@@ -1,0 +1,153 @@
+"""A connection's scoped view of the engine port: the one place where the access model
+(core/access.py) is enforced, for every dialect at once (docs/operations.md, "TLS and access").
+
+`ScopedPort(port, principal)` has the operations of core.api.Port, each in one of these groups
+(a contract test checks that every public name of Port is in exactly one, so a new port
+operation cannot bypass the check):
+
+- QUEUE_ARG: the first argument is a queue name; a disallowed name raises AccessDenied.
+- QUEUE_LIST: `reserve(owner, queues, ...)`: AccessDenied when any named queue is disallowed.
+- OWNER_QUEUE: `reserve_many(owner, queue, ...)`: the second argument is checked.
+- JOB_ID (first argument) / OWNER_JOB (second, after the owner): a job of a disallowed queue
+  is absent: the operation answers as for a job that does not exist (None, False, NOT_ACTIVE).
+- UID: `find(uid)`, `lookup(uid)`: None for a job of a disallowed queue.
+- LISTING: queue_names / queue_views list allowed queues only; `subscribe` delivers events of
+  allowed queues only.
+- PASS: names no queue or job (clock, server counts, owners, timers, ids).
+
+Costs nothing for the default configuration: `Port.scoped(None)` and a principal allowed `*`
+return the port itself.
+"""
+from __future__ import annotations
+
+from .access import AccessDenied, Principal
+from .leases import NOT_ACTIVE
+
+QUEUE_ARG = ("attach", "keep", "pause", "queue", "priority_counts", "put", "put_many", "dedup",
+             "kick", "peek_ready", "peek_delayed", "peek_buried", "jobs", "dead_letters",
+             "ready_page", "delayed_page", "run")
+QUEUE_LIST = ("reserve",)
+OWNER_QUEUE = ("reserve_many",)
+#: name -> the answer for a job that is not visible
+JOB_ID = {"job": None, "peek": None, "check_lease": NOT_ACTIVE, "renew": False,
+          "complete": False, "fail": False, "dead_letter": False, "remove": False,
+          "requeue": False, "change_priority": False, "replace_payload": False,
+          "update_extras": False, "wait_result": None, "kick_job": False}
+OWNER_JOB = {"reserve_job": None, "release": False, "bury": False, "touch": False,
+             "delete": False}
+UID = ("find", "lookup")
+LISTING = ("queue_names", "queue_views", "subscribe")
+PASS = ("clock", "persistence", "restore", "tick", "next_due", "set_wakeup", "set_policy",
+        "draining", "set_draining", "commit_mark", "committed", "stats", "detach",
+        "new_owner", "owner_idle", "release_owner", "cancel_wait", "burn_id", "uid_taken",
+        "dependency_met", "cancel_result_wait", "create", "of", "scoped")
+
+
+class ScopedPort:
+    """The engine port as principal `principal` (core.access.Principal) may see it; see the
+    module docstring. `base`: the core.api.Port behind it."""
+
+    def __init__(self, base, principal: Principal) -> None:
+        self.base = base
+        self.principal = principal
+        self._allows = principal.allows
+        self._jobs = base._engine.jobs
+
+    def __getattr__(self, name: str):
+        if name in PASS:
+            return getattr(self.base, name)
+        raise AttributeError(f"ScopedPort has no operation {name!r}")
+
+    def _check(self, queue: str) -> None:
+        if not self._allows(queue):
+            raise AccessDenied(queue)
+
+    def _visible(self, id) -> bool:
+        job = self._jobs.get(id)
+        return job is None or self._allows(job.queue)
+
+    # -------------------------------------------------------------- special cases
+    def reserve(self, owner, queues, *args, **kw):
+        """Port.reserve; AccessDenied when one of `queues` is disallowed."""
+        for q in queues:
+            self._check(q)
+        return self.base.reserve(owner, queues, *args, **kw)
+
+    def reserve_many(self, owner, queue, *args, **kw):
+        """Port.reserve_many; AccessDenied when `queue` is disallowed."""
+        self._check(queue)
+        return self.base.reserve_many(owner, queue, *args, **kw)
+
+    def find(self, uid):
+        """Port.find; None for a job of a disallowed queue."""
+        id = self.base.find(uid)
+        return id if id is None or self._visible(id) else None
+
+    def lookup(self, uid):
+        """Port.lookup; None for a job of a disallowed queue."""
+        v = self.base.lookup(uid)
+        return v if v is None or self._allows(v.queue) else None
+
+    def queue_names(self) -> list:
+        """Port.queue_names, allowed queues only."""
+        return [n for n in self.base.queue_names() if self._allows(n)]
+
+    def queue_views(self) -> list:
+        """Port.queue_views, allowed queues only."""
+        return [v for v in self.base.queue_views() if self._allows(v.name)]
+
+    def subscribe(self, queues=None, *args, **kw):
+        """Port.subscribe; events of allowed queues only (AccessDenied for a named queue that
+        is disallowed)."""
+        for q in queues or ():
+            self._check(q)
+        sub = self.base.subscribe(queues, *args, **kw)
+        sub.allow = self._allows
+        return sub
+
+
+def _queue_op(name: str):
+    def op(self, queue, *args, **kw):
+        if not self._allows(queue):
+            raise AccessDenied(queue)
+        return getattr(self.base, name)(queue, *args, **kw)
+    op.__name__ = name
+    op.__doc__ = f"Port.{name}; AccessDenied when the queue is disallowed."
+    return op
+
+
+def _job_op(name: str, absent):
+    def op(self, id, *args, **kw):
+        if not self._visible(id):
+            return absent
+        return getattr(self.base, name)(id, *args, **kw)
+    op.__name__ = name
+    op.__doc__ = f"Port.{name}; {absent!r} for a job of a disallowed queue."
+    return op
+
+
+def _owner_job_op(name: str, absent):
+    def op(self, owner, id, *args, **kw):
+        if not self._visible(id):
+            return absent
+        return getattr(self.base, name)(owner, id, *args, **kw)
+    op.__name__ = name
+    op.__doc__ = f"Port.{name}; {absent!r} for a job of a disallowed queue."
+    return op
+
+
+for _n in QUEUE_ARG:
+    setattr(ScopedPort, _n, _queue_op(_n))
+for _n, _a in JOB_ID.items():
+    setattr(ScopedPort, _n, _job_op(_n, _a))
+for _n, _a in OWNER_JOB.items():
+    setattr(ScopedPort, _n, _owner_job_op(_n, _a))
+del _n, _a
+
+
+def scoped(port, principal: Principal | None):
+    """`port` as `principal` sees it: the port itself when `principal` is None (no access
+    control configured) or allowed every queue, else a ScopedPort."""
+    if principal is None or principal.unrestricted:
+        return port
+    return ScopedPort(port, principal)
