@@ -121,7 +121,13 @@ class FrameReader:
                 self.copied += n - pos
             del buf[:pos]
         left = len(buf)
-        self._want = 4 + int.from_bytes(buf[:4], "big") if left >= 4 else 4
+        if left >= 4:
+            size = int.from_bytes(buf[:4], "big")
+            # a header over the limit (seen after max_frames stopped the loop): the next feed
+            # must reach the check in the loop, not wait for a body it will never accept
+            self._want = 4 + size if size <= self.limit else 0
+        else:
+            self._want = 4
         return out
 
     def buffered(self) -> int:
