@@ -43,11 +43,14 @@ def _array_header(n: int) -> bytes:
     return b"\xdd" + n.to_bytes(4, "big")
 
 
-def pack_steps(value, budget: int = NODE_BUDGET):
+def pack_steps(value, budget: int = NODE_BUDGET, cap: int = 0):
     """Generator: encodes `value` (a decoded MessagePack value: dict, list, scalars) yielding
     None after every `budget` values; returns (bytes, has_bigint), bytes equal to
-    `pack(value)`, has_bigint True when an int (key or value) lies outside int32/uint32."""
+    `pack(value)`, has_bigint True when an int (key or value) lies outside int32/uint32. With
+    `cap`, an encoding longer than `cap` bytes is not kept (None) but still checked."""
+    chunks: list = []
     parts: list = []
+    size = 0
     big = False
     n = 0
     stack = [iter((value,))]
@@ -56,6 +59,14 @@ def pack_steps(value, budget: int = NODE_BUDGET):
             n += 1
             if n >= budget:
                 n = 0
+                if parts:   # one slice's pieces joined (and freed) in that slice
+                    chunk = b"".join(parts)
+                    parts.clear()
+                    size += len(chunk)
+                    if cap and size > cap:
+                        chunks = None
+                    if chunks is not None:
+                        chunks.append(chunk)
                 yield None
             c = v.__class__
             if c is dict:
@@ -74,19 +85,55 @@ def pack_steps(value, budget: int = NODE_BUDGET):
                 parts.append(pack(v))
         else:
             stack.pop()
-    return b"".join(parts), big
+    if chunks is None:
+        return None, big
+    chunks.append(b"".join(parts))
+    out = b"".join(chunks)
+    return (None if cap and len(out) > cap else out), big
+
+
+def release_steps(value, budget: int = NODE_BUDGET):
+    """Generator: empties the big containers of a decoded value a slice at a time, so that
+    freeing a million-entry map does not stall the loop. Only for values nothing else holds
+    (a job's `data`, which is stored as its encoding)."""
+    stack = [value]
+    n = 0
+    while stack:
+        v = stack.pop()
+        c = v.__class__
+        if c is dict:
+            pop = v.popitem
+        elif c is list:
+            pop = v.pop
+        else:
+            continue
+        while v:
+            x = pop()
+            if c is dict:
+                x = x[1]
+            if (x.__class__ is dict or x.__class__ is list) and x:
+                stack.append(x)
+            n += 1
+            if n >= budget:
+                n = 0
+                yield None
 
 
 def encode_steps(data, sliced: bool):
     """Generator returning (payload, fmt, has_bigint) for a job's `data`: a str as its UTF-8
     bytes (fmt 0), anything else as MessagePack (fmt 1); `sliced`: through pack_steps (data
-    of a big frame), else at once."""
+    of a big frame), where a payload over DATA_MAX comes back as None, else at once."""
     if data.__class__ is str:
         return data.encode("utf-8"), 0, False
     if sliced:
-        payload, big = yield from pack_steps(data)
+        payload, big = yield from pack_steps(data, cap=DATA_MAX)
         return payload, 1, big
     return pack(data), 1, data_error(data) is not None
+
+
+def too_large(payload) -> bool:
+    """True when an encoded payload (None: over the cap already) exceeds DATA_MAX."""
+    return payload is None or len(payload) > DATA_MAX
 
 
 def push_batch_steps(sess, cmd: dict, create_one, create_plain, plain_keys, sliced: bool):
@@ -128,7 +175,7 @@ def push_batch_steps(sess, cmd: dict, create_one, create_plain, plain_keys, slic
         msg = _JSON if enc[2] else (None if plain else options_error(opts))
         if msg:
             return {"ok": False, "error": f"jobs[{i}]: {msg}"}
-        if len(enc[0]) > DATA_MAX:
+        if too_large(enc[0]):
             return {"ok": False, "error": f"jobs[{i}]: {_TOO_LARGE}"}
         if not plain:
             for d in opts.get("dependsOn") or ():

@@ -164,7 +164,8 @@ def decode_steps(body: bytes, step: int = DECODE_SLICE):
     if not body:
         return "Invalid command format"
     u = msgpack.Unpacker(raw=False, ext_hook=_ext, strict_map_key=False,
-                         max_buffer_size=max(len(body), step))
+                         max_buffer_size=max(len(body), step),
+                         read_size=max(len(body), step))   # one buffer: no regrowth copies
     n = len(body)
     with memoryview(body) as mv:
         for pos in range(0, n, step):

@@ -11,7 +11,7 @@ from core.api import TIMED_OUT, TOKEN_IGNORED, TOKEN_REQUIRED, WAITING
 from .codec import pack
 from .info import DEFAULT_LOCK_TTL_MS
 from .jobview import DEFAULT_MAX_ATTEMPTS, job_body, new_id
-from .bulk import encode_steps, push_batch_steps
+from .bulk import encode_steps, push_batch_steps, release_steps, too_large
 from .options import (build_ext, data_error, encode_data, number_error, options_error,
                       queue_error, queue_name)
 from .registry import PENDING, Spliced, bulk_command, command, err
@@ -43,7 +43,7 @@ def _push_one(sess, queue: str, opts: dict, prefix: str = "", encoded=None):
             if data_error(data):
                 return err(prefix + "Job data must be JSON serializable")
             payload, fmt = pack(data), 1
-        if len(payload) > 10 * 1024 * 1024:
+        if too_large(payload):
             return err(prefix + "Job data too large (max 10MB)")
         uid = new_id(e.clock.wall_ms())
         name = opts.get("name")
@@ -80,7 +80,7 @@ def _push_one(sess, queue: str, opts: dict, prefix: str = "", encoded=None):
         if not e.dependency_met(d):
             unmet.append(d)
     payload, fmt = encode_data(data) if encoded is None else encoded[:2]
-    if len(payload) > 10 * 1024 * 1024:
+    if too_large(payload):
         return err(prefix + "Job data too large (max 10MB)")
     uid = custom if custom is not None else new_id(e.clock.wall_ms())
     pri = opts.get("priority")
@@ -118,6 +118,7 @@ def push_steps(sess, cmd: dict):
         return err(msg)
     enc = yield from encode_steps(cmd.get("data"), True)
     r = _push_one(sess, queue_name(q), cmd, encoded=enc)
+    yield from release_steps(cmd.pop("data", None))
     if r.__class__ is dict:
         return r
     return {"ok": True, "id": r}
@@ -127,7 +128,19 @@ def push_steps(sess, cmd: dict):
 def push_batch(sess, cmd: dict):
     """PUSHB, as steps (bulk.push_batch_steps): a batch of more than bulk.BATCH_SLICE jobs is
     created in slices."""
-    return push_batch_steps(sess, cmd, _push_one, _create_plain, _PLAIN, sess.bulk)
+    if not sess.bulk:
+        return push_batch_steps(sess, cmd, _push_one, _create_plain, _PLAIN, False)
+    return _push_batch_big(sess, cmd)
+
+
+def _push_batch_big(sess, cmd: dict):
+    r = yield from push_batch_steps(sess, cmd, _push_one, _create_plain, _PLAIN, True)
+    jobs = cmd.get("jobs")
+    if jobs.__class__ is list:   # free the jobs' data in slices too
+        for o in jobs:
+            if o.__class__ is dict:
+                yield from release_steps(o.pop("data", None))
+    return r
 
 
 def _create_plain(sess, queue: str, items: list) -> list:
