@@ -23,6 +23,8 @@ A file looks like this (every key optional; unknown keys are an error naming the
       auth_tokens: [secret1, secret2]               # clients must Auth with one; none: open
       rate_limit: 0                                 # commands/s per connection, 0: unlimited
       max_frame: 67108864                           # bytes; a larger frame closes the link
+      pre_auth_max_frame: 65536                     # bytes, before Auth (tokens set)
+      auth_timeout_s: 10                            # s to Auth (tokens set), 0: no limit
 
 The listener names, default ports and the dialects' own sections (`limits.beanstalk`,
 `bunqueue`) come from the dialect registry (gateway/registry.py): each registration lists its
