@@ -32,6 +32,8 @@ A file looks like this (every key optional; unknown keys are an error naming the
       max_frame: 67108864                           # bytes; a larger frame closes the link
       idle_timeout_s: 0                             # 0: never (see docs/operations.md)
       half_sent_timeout_s: 60
+      pre_auth_max_frame: 65536                     # bytes, before Auth (tokens set)
+      auth_timeout_s: 10                            # s to Auth (tokens set), 0: no limit
 
 The listener names, default ports and the dialects' own sections (`limits.beanstalk`,
 `bunqueue`) come from the dialect registry (gateway/registry.py): each registration lists its

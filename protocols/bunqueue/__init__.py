@@ -23,6 +23,7 @@ def _state(port, options: dict, context):
     from .info import BunqueueInfo
     return BunqueueInfo(port, options["auth_tokens"], options["rate_limit"],
                         context.database_path, options["max_frame"],
+                        options["pre_auth_max_frame"], options["auth_timeout_s"],
                         getattr(context, "access", None))
 
 
@@ -38,6 +39,10 @@ REGISTRATION = Registration(
         Option("rate_limit", "int", 0, 0, 10**9, "commands per second per connection, 0: off"),
         Option("max_frame", "int", MAX_FRAME, 1024, 2**32 - 1,
                "largest frame in bytes; a larger one closes the connection"),
+        Option("pre_auth_max_frame", "int", 64 * 1024, 16, 2**32 - 1,
+               "largest frame in bytes before Auth (auth_tokens set); a larger one closes"),
+        Option("auth_timeout_s", "int", 10, 0, 86400,
+               "seconds a connection may take to Auth (auth_tokens set), 0: no limit"),
     # the reference closes a connection only when it holds a partial frame (its stall timer,
     # TCP_IDLE_TIMEOUT_MS, default 60 s); an idle connection without one stays open
     ) + connection_options(idle_timeout_s=0, half_sent_timeout_s=60),

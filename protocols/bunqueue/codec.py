@@ -12,7 +12,12 @@ reference's error string; `frame`, `pack` and `splice_map` write replies the way
 - text is `str`, bytes are `bin`.
 
 Limits: MAX_FRAME (64 MiB, the spec's maximum; larger frames get one error frame, then the
-connection closes).
+connection closes). A FrameReader's `limit` may change between reads: a connection that has not
+authenticated yet reads with a small one (docs/bunqueue.md "Hostile clients").
+
+`decode_steps` decodes a large body in slices of DECODE_SLICE bytes (msgpack's streaming
+Unpacker keeps its place between slices), so a 64 MiB frame does not stall the event loop; it
+gives exactly what `decode_command` gives.
 """
 from __future__ import annotations
 
@@ -79,7 +84,11 @@ class FrameReader:
         self.copied = 0
         self.closed = False
 
-    def feed(self, data: bytes) -> list:
+    def feed(self, data: bytes, max_frames: int = 0) -> list:
+        """Append `data`; the complete frame bodies now buffered, in order (at most
+        `max_frames` of them when it is not 0: the rest stay buffered for the next call,
+        `feed(b"")`, which lets the caller change `limit` between frames). An oversized header
+        ends the list with a TooLarge; the reader is then closed."""
         if self.closed:
             return []
         buf = self._buf
@@ -105,17 +114,29 @@ class FrameReader:
                 with memoryview(buf) as mv:
                     out.append(mv[pos + 4:end].tobytes())
             pos = end
+            if max_frames and len(out) >= max_frames:
+                break
         if pos:
             if pos < n:
                 self.copied += n - pos
             del buf[:pos]
         left = len(buf)
-        self._want = 4 + int.from_bytes(buf[:4], "big") if left >= 4 else 4
+        if left >= 4:
+            size = int.from_bytes(buf[:4], "big")
+            # a header over the limit (seen after max_frames stopped the loop): the next feed
+            # must reach the check in the loop, not wait for a body it will never accept
+            self._want = 4 + size if size <= self.limit else 0
+        else:
+            self._want = 4
         return out
 
     def buffered(self) -> int:
         """Bytes held for an incomplete frame."""
         return len(self._buf)
+
+
+#: Bytes of a large body decoded per step of decode_steps (about 5 ms of work on a slow core).
+DECODE_SLICE = 64 * 1024
 
 
 def decode_command(body: bytes):
@@ -133,6 +154,39 @@ def decode_command(body: bytes):
         return "Invalid command"   # e.g. 0xc1: msgpackr reads it, as a non-map value
     except (ValueError, msgpack.ExtraData, msgpack.StackError, TypeError):
         return "Invalid command format"
+    return command_of(obj)
+
+
+def decode_steps(body: bytes, step: int = DECODE_SLICE):
+    """A generator decoding `body` `step` bytes at a time: it yields None after each slice but
+    the last and returns (StopIteration.value) what `decode_command(body)` returns. Memory: the
+    Unpacker holds at most one slice besides the value being built."""
+    if not body:
+        return "Invalid command format"
+    u = msgpack.Unpacker(raw=False, ext_hook=_ext, strict_map_key=False,
+                         max_buffer_size=max(len(body), step),
+                         read_size=max(len(body), step))   # one buffer: no regrowth copies
+    n = len(body)
+    with memoryview(body) as mv:
+        for pos in range(0, n, step):
+            try:
+                u.feed(mv[pos:pos + step])
+                obj = u.unpack()
+            except msgpack.OutOfData:
+                yield None
+                continue
+            except msgpack.FormatError:
+                return "Invalid command"
+            except (ValueError, msgpack.StackError, TypeError):
+                return "Invalid command format"
+            if u.tell() != n:    # bytes after the value: unpackb's ExtraData
+                return "Invalid command format"
+            return command_of(obj)
+    return "Invalid command format"   # the value never ended: incomplete input
+
+
+def command_of(obj):
+    """A decoded frame value as a command dict, or the reference's error (decode_command)."""
     if obj is None:
         return "Invalid command format"   # nil or undefined: msgpackr's unpack fails on it
     if obj.__class__ is not dict:

@@ -1,4 +1,4 @@
-"""PUSH, PUSHB, PULL and PULLB (ACK, FAIL and lock upkeep: handlers_outcome.py) (bunqueue-tcp-protocol.txt "Core
+"""PUSH, PUSHB (big ones in slices: bulk.py), PULL and PULLB (ACK, FAIL and lock upkeep: handlers_outcome.py) (bunqueue-tcp-protocol.txt "Core
 Commands", "JobHeartbeat"; reference behaviour: bunqueue-golden.json and docs/bunqueue.md).
 
 Every acknowledged PUSH is committed before its reply (durability: commit; the
@@ -11,9 +11,10 @@ from core.api import TIMED_OUT, TOKEN_IGNORED, TOKEN_REQUIRED, WAITING
 from .codec import pack
 from .info import DEFAULT_LOCK_TTL_MS
 from .jobview import DEFAULT_MAX_ATTEMPTS, job_body, new_id
-from .options import (DATA_MAX, build_ext, data_error, encode_data, number_error, options_error,
+from .bulk import encode_steps, push_batch_steps, release_steps, too_large
+from .options import (build_ext, data_error, encode_data, number_error, options_error,
                       queue_error, queue_name)
-from .registry import PENDING, Spliced, command, err
+from .registry import PENDING, Spliced, bulk_command, command, err
 
 
 def _now(sess) -> int:
@@ -26,19 +27,23 @@ _PLAIN = frozenset(("data", "name", "removeOnComplete", "removeOnFail", "cmd", "
                     "reqId", "durable"))
 
 
-def _push_one(sess, queue: str, opts: dict, prefix: str = "", checked: bool = False):
-    """Validate (unless `checked`) and create one job; returns its id str, or an error reply
-    dict."""
+def _push_one(sess, queue: str, opts: dict, prefix: str = "", encoded=None):
+    """Validate and create one job; returns its id str, or an error reply dict. `encoded`:
+    (payload, fmt, has_bigint) of its data when already encoded (bulk.encode_steps)."""
     e = sess.port
     data = opts.get("data")
     if opts.keys() <= _PLAIN:   # fast path: nothing to validate but the data, no lookups
-        if data.__class__ is str:
+        if encoded is not None:
+            payload, fmt, big = encoded
+            if big:
+                return err(prefix + "Job data must be JSON serializable")
+        elif data.__class__ is str:
             payload, fmt = data.encode("utf-8"), 0
         else:
-            if not checked and data_error(data):
+            if data_error(data):
                 return err(prefix + "Job data must be JSON serializable")
             payload, fmt = pack(data), 1
-        if len(payload) > 10 * 1024 * 1024:
+        if too_large(payload):
             return err(prefix + "Job data too large (max 10MB)")
         uid = new_id(e.clock.wall_ms())
         name = opts.get("name")
@@ -49,7 +54,10 @@ def _push_one(sess, queue: str, opts: dict, prefix: str = "", checked: bool = Fa
               max_fails=DEFAULT_MAX_ATTEMPTS, event="push", ext=ext, fmt=fmt)
         sess.info.total_pushed += 1
         return uid
-    msg = None if checked else (data_error(data) or options_error(opts))
+    if encoded is None:
+        msg = data_error(data) or options_error(opts)
+    else:
+        msg = "Job data must be JSON serializable" if encoded[2] else options_error(opts)
     if msg:
         return err(prefix + msg)
     custom = opts.get("jobId")
@@ -71,8 +79,8 @@ def _push_one(sess, queue: str, opts: dict, prefix: str = "", checked: bool = Fa
             return err(prefix + f"Dependency job not found: {d}")
         if not e.dependency_met(d):
             unmet.append(d)
-    payload, fmt = encode_data(data)
-    if len(payload) > 10 * 1024 * 1024:
+    payload, fmt = encode_data(data) if encoded is None else encoded[:2]
+    if too_large(payload):
         return err(prefix + "Job data too large (max 10MB)")
     uid = custom if custom is not None else new_id(e.clock.wall_ms())
     pri = opts.get("priority")
@@ -101,75 +109,57 @@ def push(sess, cmd: dict):
     return {"ok": True, "id": r}
 
 
-@command("PUSHB", mutating=True)
-def push_batch(sess, cmd: dict):
+@bulk_command("PUSH")
+def push_steps(sess, cmd: dict):
+    """PUSH of a frame over bulk.BIG_FRAME: its data is checked and encoded in slices."""
     q = cmd.get("queue")
     msg = queue_error(q)
     if msg:
         return err(msg)
-    queue = queue_name(q)
+    enc = yield from encode_steps(cmd.get("data"), True)
+    r = _push_one(sess, queue_name(q), cmd, encoded=enc)
+    yield from release_steps(cmd.pop("data", None))
+    if r.__class__ is dict:
+        return r
+    return {"ok": True, "id": r}
+
+
+@command("PUSHB", mutating=True)
+def push_batch(sess, cmd: dict):
+    """PUSHB, as steps (bulk.push_batch_steps): a batch of more than bulk.BATCH_SLICE jobs is
+    created in slices."""
+    if not sess.bulk:
+        return push_batch_steps(sess, cmd, _push_one, _create_plain, _PLAIN, False)
+    return _push_batch_big(sess, cmd)
+
+
+def _push_batch_big(sess, cmd: dict):
+    r = yield from push_batch_steps(sess, cmd, _push_one, _create_plain, _PLAIN, True)
     jobs = cmd.get("jobs")
-    if jobs.__class__ is not list:
-        return err("jobs must be an array")
-    e = sess.port
-    if all(o.__class__ is dict and o.keys() <= _PLAIN for o in jobs):
-        return _push_plain(sess, queue, jobs)
-    batch_ids = {str(o.get("customId") or o.get("jobId")) for o in jobs
-                 if o.__class__ is dict and (o.get("customId") or o.get("jobId"))}
-    for i, opts in enumerate(jobs):   # validate all before creating any (no half batch)
-        if opts.__class__ is not dict:
-            return err(f"jobs[{i}]: Invalid job")
-        msg = data_error(opts.get("data")) or options_error(opts)
-        if msg:
-            return err(f"jobs[{i}]: {msg}")
-        data = opts.get("data")
-        if data.__class__ is str and len(data) > DATA_MAX // 4 and \
-                len(data.encode("utf-8")) > DATA_MAX:
-            return err(f"jobs[{i}]: Job data too large (max 10MB)")
-        if data.__class__ is not str and data.__class__ in (list, dict, bytes) \
-                and len(pack(data)) > DATA_MAX:
-            return err(f"jobs[{i}]: Job data too large (max 10MB)")
-        for d in opts.get("dependsOn") or ():
-            if str(d) not in batch_ids and e.find(str(d)) is None:
-                return err(f"jobs[{i}]: Dependency job not found: {d}")
+    if jobs.__class__ is list:   # free the jobs' data in slices too
+        for o in jobs:
+            if o.__class__ is dict:
+                yield from release_steps(o.pop("data", None))
+    return r
+
+
+def _create_plain(sess, queue: str, items: list) -> list:
+    """Create jobs with no options but name / removeOn* / durable (the client's add and
+    addBulk) from (payload, fmt, opts) items in one engine pass; their ids."""
+    now = _now(sess)
     ids = []
-    for i, opts in enumerate(jobs):
-        r = _push_one(sess, queue, opts, f"jobs[{i}]: ", True)
-        if r.__class__ is dict:
-            return r   # a dependency error: jobs before it stay, as in the reference
-        ids.append(r)
-    return {"ok": True, "ids": ids}
-
-
-def _push_plain(sess, queue: str, jobs: list):
-    """PUSHB of jobs with no options but name / removeOn* / durable (the client's add and
-    addBulk): validated first (all or nothing), then created in one engine pass."""
-    items = []
-    for i, o in enumerate(jobs):
-        data = o.get("data")
-        if data.__class__ is str:
-            payload, fmt = data.encode("utf-8"), 0
-        else:
-            if data_error(data):
-                return err(f"jobs[{i}]: Job data must be JSON serializable")
-            payload, fmt = pack(data), 1
-        if len(payload) > DATA_MAX:
-            return err(f"jobs[{i}]: Job data too large (max 10MB)")
+    rows = []
+    for payload, fmt, o in items:
         name = o.get("name")
         ext = build_ext(o, None, ()) if (name is not None and name != "default") \
             or len(o) > 2 else None
-        items.append((payload, fmt, None, ext))
-    ids = []
-    uids = []
-    now = _now(sess)
-    for payload, fmt, _, ext in items:
         uid = new_id(now)
         ids.append(uid)
-        uids.append((payload, fmt, uid, ext))
-    sess.port.put_many(queue, uids, DEFAULT_LOCK_TTL_MS, "bunqueue", DEFAULT_MAX_ATTEMPTS,
+        rows.append((payload, fmt, uid, ext))
+    sess.port.put_many(queue, rows, DEFAULT_LOCK_TTL_MS, "bunqueue", DEFAULT_MAX_ATTEMPTS,
                        "push")
-    sess.info.total_pushed += len(uids)
-    return {"ok": True, "ids": ids}
+    sess.info.total_pushed += len(rows)
+    return ids
 
 
 # ------------------------------------------------------------------- pull

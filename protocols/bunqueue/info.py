@@ -36,7 +36,9 @@ class BunqueueInfo:
 
     `port`: core.api.Port (an engine is wrapped with Port.of); `auth_tokens`: accepted tokens
     (empty: no auth); `rate_limit`: commands per second per connection (0: unlimited);
-    `max_frame`: largest frame body in bytes; `db_path`: the SQLite file (Metrics'
+    `max_frame`: largest frame body in bytes; `pre_auth_max_frame`: the same before Auth (when
+    tokens are configured); `auth_timeout_s`: seconds a connection may take to Auth (0: no
+    limit; the gateway enforces it through Connection.handshake_pending); `db_path`: the SQLite file (Metrics'
     sqliteSizeMb); `workers`: workerId -> registration dict; `subscribers`: sessions that sent
     SubscribeEvents; counters for Stats / Metrics. Uptime counts on the port's clock.
     `access`: the server's core.api.Access (None: only `auth_tokens`, each allowed every queue).
@@ -44,6 +46,7 @@ class BunqueueInfo:
 
     def __init__(self, engine, auth_tokens=(), rate_limit: float = 0,
                  db_path: str | None = None, max_frame: int = 64 * 1024 * 1024,
+                 pre_auth_max_frame: int = 64 * 1024, auth_timeout_s: float = 10,
                  access=None) -> None:
         self.port = Port.of(engine)
         self.access = access
@@ -52,6 +55,8 @@ class BunqueueInfo:
         self.requires_auth = bool(auth_tokens) or (access is not None and access.has_tokens)
         self.rate_limit = rate_limit
         self.max_frame = max_frame
+        self.pre_auth_max_frame = min(pre_auth_max_frame, max_frame)
+        self.auth_timeout_s = auth_timeout_s
         self.db_path = db_path
         self.workers: dict[str, dict] = {}
         self.subscribers: set = set()

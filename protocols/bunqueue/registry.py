@@ -1,8 +1,9 @@
 """The bunqueue command table: handler modules register with `@command(name)`.
 
 A handler is `fn(sess, cmd) -> reply`, where reply is a dict of reply fields (with "ok"),
-a `Spliced` reply carrying already-packed values (jobs), or PENDING when it will answer later
-through `sess.later(...)`. `mutating=True` marks commands whose reply waits for the commit.
+a `Spliced` reply carrying already-packed values (jobs), PENDING when it will answer later
+through `sess.later(...)`, or a generator (a steps handler, bulk.py) that yields None between
+slices of its work and returns one of the above. `mutating=True` marks commands whose reply waits for the commit.
 """
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from .codec import UNDEFINED
 
 HANDLERS: dict = {}
 MUTATING: set = set()
+#: Handlers used instead of HANDLERS' for a frame over bulk.BIG_FRAME (steps handlers).
+BULK: dict = {}
 
 
 class Spliced:
@@ -47,5 +50,14 @@ def command(name: str, mutating: bool = False):
         HANDLERS[name] = fn
         if mutating:
             MUTATING.add(name)
+        return fn
+    return deco
+
+
+def bulk_command(name: str):
+    """Register the decorated steps handler for frames of command `name` over
+    bulk.BIG_FRAME (its plain handler is registered with @command)."""
+    def deco(fn):
+        BULK[name] = fn
         return fn
     return deco

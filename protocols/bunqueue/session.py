@@ -17,14 +17,16 @@ contract.
 from __future__ import annotations
 
 import logging
+from types import GeneratorType
 
 from core.api import AccessDenied
 
 from . import (handlers_control, handlers_core, handlers_outcome,  # noqa: F401 (registration)
                handlers_query)
-from .codec import UNDEFINED, decode_command, frame, pack, splice_map, unpack_value
+from .bulk import BIG_FRAME
+from .codec import UNDEFINED, decode_command, decode_steps, frame, pack, splice_map, unpack_value
 from .info import CAPABILITIES, PROTOCOL_VERSIONS, SPEAKS_VERSION, BunqueueInfo
-from .registry import HANDLERS, MUTATING, PENDING, Spliced, command, err, ok_empty
+from .registry import BULK, HANDLERS, MUTATING, PENDING, Spliced, command, err, ok_empty
 
 log = logging.getLogger("jobgate.bunqueue")
 
@@ -33,6 +35,14 @@ _NOT_AUTH = "Not authenticated"
 #: (Port.storage_down); the command is not run. The reference has no such state (its SQLite
 #: errors surface as the exception's text), so the text is ours.
 STORAGE_UNAVAILABLE = "Storage unavailable"
+_FIELD_ERRORS = (TypeError, AttributeError, ValueError, KeyError, IndexError)
+
+
+def _field_error(name: str, e: Exception) -> dict:
+    """A field of an unexpected type: an error reply, as the reference's JavaScript exceptions
+    become one; the connection and every job stay as they were."""
+    log.debug("bunqueue %s: %r", name, e)
+    return err(f"Invalid {name} command: {e.__class__.__name__}")
 
 
 #: Canonical event kinds (core/events.py) as bunqueue event types; others are not sent.
@@ -93,14 +103,35 @@ class Session:
         self.write_paused = False
         self.rid = UNDEFINED
         self.closed = False
+        self.bulk = False                   # running the command of a frame over BIG_FRAME
         self._tokens = float(info.rate_limit)
         self._refill = self.port.clock.monotonic_ms()
         info.connections += 1
 
     # ----------------------------------------------------------------- input
-    def handle(self, body: bytes) -> bytes | None:
-        """Run one frame body; the framed reply, or None when it answers later."""
-        cmd = decode_command(body)
+    def handle(self, body: bytes):
+        """Run one frame body: the framed reply; None when it answers later (`deliver`); or,
+        for a frame over bulk.BIG_FRAME or a command whose work comes in slices (bulk.py), a
+        generator that yields None between slices and returns the framed reply or None
+        (connection.py runs it a slice per loop iteration)."""
+        if len(body) > BIG_FRAME:
+            return self._big(body)
+        return self.run(decode_command(body))
+
+    def _big(self, body: bytes):
+        cmd = yield from decode_steps(body)
+        self.bulk = True
+        try:
+            r = self.run(cmd)
+        finally:
+            self.bulk = False
+        if r.__class__ is GeneratorType:
+            r = yield from r
+        return r
+
+    def run(self, cmd):
+        """Run one decoded command (a dict from codec.decode_command, or its error): as
+        `handle`."""
         if cmd.__class__ is not dict:
             if cmd.__class__ is tuple:
                 return frame(pack({"ok": False, "error": cmd[0], "reqId": cmd[1]}))
@@ -113,7 +144,9 @@ class Session:
             return encode(err("Rate limit exceeded"), rid if rid.__class__ is str else UNDEFINED)
         if not self.authed and name != "Auth":
             return encode(err(_NOT_AUTH), rid)
-        h = HANDLERS.get(name)
+        h = BULK.get(name) if self.bulk else None
+        if h is None:
+            h = HANDLERS.get(name)
         if h is None:
             return encode(err(f"Unknown command: {name}"), rid)
         if name in MUTATING and self.port.storage_down is not None:
@@ -123,13 +156,22 @@ class Session:
             r = h(self, cmd)
         except AccessDenied as e:
             r = err(f"Access denied: queue {e.queue}")
-        except (TypeError, AttributeError, ValueError, KeyError, IndexError) as e:
-            # a field of an unexpected type: an error reply, as the reference's JavaScript
-            # exceptions become one; the connection and every job stay as they were
-            log.debug("bunqueue %s: %r", name, e)
-            r = err(f"Invalid {name} command: {e.__class__.__name__}")
+        except _FIELD_ERRORS as e:
+            r = _field_error(name, e)
         if r is PENDING:
             return None
+        if r.__class__ is GeneratorType:
+            return self._steps(r, name, rid)
+        if name in MUTATING:
+            self.need_commit = True
+        return encode(r, rid)
+
+    def _steps(self, gen, name: str, rid):
+        """Drive a steps handler: its slices, then its framed reply."""
+        try:
+            r = yield from gen
+        except _FIELD_ERRORS as e:
+            r = _field_error(name, e)
         if name in MUTATING:
             self.need_commit = True
         return encode(r, rid)
