@@ -40,7 +40,8 @@ LISTING = ("queue_names", "queue_views", "subscribe")
 PASS = ("clock", "persistence", "restore", "tick", "next_due", "set_wakeup", "set_policy",
         "draining", "set_draining", "commit_mark", "committed", "stats", "detach",
         "new_owner", "owner_idle", "release_owner", "cancel_wait", "burn_id", "uid_taken",
-        "dependency_met", "cancel_result_wait", "create", "of", "scoped")
+        "dependency_met", "cancel_result_wait", "create", "of", "scoped", "storage_down",
+        "set_storage_state", "storage_state")
 
 
 class ScopedPort:

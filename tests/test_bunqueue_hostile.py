@@ -27,7 +27,7 @@ from protocols.bunqueue.codec import frame, pack
 from protocols.bunqueue.connection import Connection
 from protocols.bunqueue.info import BunqueueInfo
 
-from .bunqueue_support import BQ, UNDEF, qname
+from .bunqueue_support import OPEN_LISTENERS_YAML, BQ, UNDEF, qname
 from .support import Server
 
 
@@ -217,7 +217,8 @@ def _config(tmp_path, text: str) -> list:
 @pytest.fixture
 def authed_server(tmp_path):
     s = Server(f"sqlite:///{tmp_path}/jobgate.db", bunqueue=True,
-               extra=_config(tmp_path, "bunqueue:\n  auth_tokens: [s3cret]\n"))
+               extra=_config(tmp_path, "bunqueue:\n  auth_tokens: [s3cret]\n"
+                                        + OPEN_LISTENERS_YAML))
     yield s
     s.stop()
 
