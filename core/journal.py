@@ -46,7 +46,8 @@ class Batch:
     reservations: JOB_UPDATE_COLUMNS + LEASE_COLUMNS + id; results: JOB_UPDATE_COLUMNS +
     RESULT_COLUMNS + id; payloads: (payload, payload_fmt, id) rows of payloads replaced in place;
     deletes: job ids (ints); events: job_events rows (EVENT_COLUMNS); next_id: the next job id to
-    hand out (stored in jobgate_meta).
+    hand out (stored in jobgate_meta); payload_bytes: bytes of the payloads written (inserted or
+    replaced), so the writer can tell a big commit from a usual one.
     """
 
     number: int
@@ -60,6 +61,7 @@ class Batch:
     deletes: list = field(default_factory=list)
     events: list = field(default_factory=list)
     next_id: int = 0
+    payload_bytes: int = 0
 
     @property
     def updates(self) -> list:
@@ -148,6 +150,7 @@ class Journal:
         now_mono = self.clock.monotonic_ms()
         now_wall = self.clock.wall_ms()
         ins, full, dels = b.inserts, b.inserts_full, b.deletes
+        size = 0
         for job in self.dirty.values():
             st = job.state
             if st is DELETED:
@@ -171,8 +174,10 @@ class Journal:
                     b.moves.append(upd + (job.id,))
                 if job.id in self.payload_changed:
                     b.payloads.append((job.payload, job.fmt, job.id))
+                    size += len(job.payload)
             else:
                 job.in_db = b.number
+                size += len(job.payload)
                 row = (job.id, job.uid, job.queue, job.payload, job.priority, st,
                        job.created_ms, ready_at, job.delay_ms, job.ttr_ms, job.dialect,
                        job.ttl_ms, exp, job.max_attempts, job.max_fails, job.sched_ms,
@@ -187,6 +192,7 @@ class Journal:
                                    else (None, None, None)))
                 else:
                     ins.append(row)
+        b.payload_bytes = size
         b.events = self.events
         self.events = []
         if self.new_queues:

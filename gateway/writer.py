@@ -44,6 +44,11 @@ log = logging.getLogger("jobgate.writer")
 #: replaced without anyone noticing), then doubling up to 2 s for as long as storage fails.
 RETRY_DELAYS_S = (0.0, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 2.0)
 
+#: Payload bytes from which a batch is committed on a worker thread even when commits run on
+#: the loop (`thread=False`): a few MiB of SQLite writes take tens of ms (issue 15: a big frame
+#: must not stall the loop).
+BIG_BATCH = 1 << 20
+
 
 def _retryable(error: BaseException) -> bool:
     """A database or OS error (connection lost, disk full, failover, timeout) is retried; a
@@ -127,7 +132,17 @@ class Writer:
         if self.thread:
             self._queue.put((batch, False))
             return
+        if batch.payload_bytes >= BIG_BATCH:
+            self._off_loop(batch, False)
+            return
         self._done(batch, self._commit(batch))
+
+    def _off_loop(self, batch, verify: bool) -> None:
+        """Commit a big batch on a worker thread although commits run on the loop: writing
+        megabytes of payload (a 64 MiB bunqueue job) would stall every connection (issue
+        15); the loop serves meanwhile and `_done` runs on it afterwards."""
+        fut = self._loop.run_in_executor(None, self._commit, batch, verify)
+        fut.add_done_callback(lambda f: f.cancelled() or self._done(batch, f.result()))
 
     def _retry(self, batch) -> None:
         """On the loop: try `batch` again (fresh connection, outcome verified first)."""
@@ -135,6 +150,9 @@ class Writer:
             return
         if self.thread:
             self._queue.put((batch, True))
+            return
+        if batch.payload_bytes >= BIG_BATCH:
+            self._off_loop(batch, True)
             return
         self._done(batch, self._commit(batch, verify=True))
 

@@ -68,8 +68,10 @@ class TooLarge:
 
 
 class FrameReader:
-    """Cuts a byte stream into frame bodies. `feed(data)` returns a list of bodies (bytes) and,
-    after an oversized header, a final TooLarge (the reader then ignores further input).
+    """Cuts a byte stream into frame bodies. `feed(data)` returns a list of bodies (bytes, or a
+    read-only-by-convention memoryview for a large frame that filled the buffer exactly: no
+    copy) and, after an oversized header, a final TooLarge (the reader then ignores further
+    input).
 
     The buffer holds at most one partial frame: its size is bounded by `limit` + 4 bytes. It is
     a bytearray read by offset: each read is appended once, frames are sliced out of it, and
@@ -110,6 +112,12 @@ class FrameReader:
                 break
             if size < 65536:
                 out.append(bytes(buf[pos + 4:end]))
+            elif pos == 0 and end == n:
+                # the buffer holds exactly this (large) frame: hand it over as a view instead
+                # of copying megabytes on the event loop; a new buffer takes the next input
+                out.append(memoryview(buf)[4:end])
+                self._buf = buf = bytearray()
+                n = 0
             else:   # one copy of a large frame, not two
                 with memoryview(buf) as mv:
                     out.append(mv[pos + 4:end].tobytes())
