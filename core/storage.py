@@ -48,12 +48,10 @@ def _placeholders(paramstyle: str, n: int) -> list[str]:
 
 
 def make_engine(url: str) -> sa.Engine:
-    """Create the SQLAlchemy engine for `url`; SQLite gets its parent directory created."""
+    """Create the SQLAlchemy engine for `url`. A SQLite file's directory must exist: it is
+    never created (a mistyped path is an error, not a new empty database)."""
     u = sa.make_url(url)
     if u.get_backend_name() == "sqlite":
-        if u.database and u.database != ":memory:":
-            d = os.path.dirname(os.path.abspath(u.database))
-            os.makedirs(d, exist_ok=True)
         eng = sa.create_engine(u, connect_args={"check_same_thread": False, "timeout": 30})
         return eng
     return sa.create_engine(u, pool_pre_ping=True)
