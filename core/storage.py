@@ -43,16 +43,19 @@ def _placeholders(paramstyle: str, n: int) -> list[str]:
 
 
 def make_engine(url: str, application_name: str | None = None) -> sa.Engine:
-    """Create the SQLAlchemy engine for `url`; SQLite gets its parent directory created.
-    PostgreSQL sessions carry `application_name` (pg_stat_activity) when given."""
+    """Create the SQLAlchemy engine for `url`. A SQLite file's directory must exist: it is
+    never created (a mistyped path is an error, not a new empty database). PostgreSQL sessions
+    carry `application_name` (pg_stat_activity) when given, and connect within 10 s unless the
+    URL sets `connect_timeout`."""
     u = sa.make_url(url)
     if u.get_backend_name() == "sqlite":
-        if u.database and u.database != ":memory:":
-            d = os.path.dirname(os.path.abspath(u.database))
-            os.makedirs(d, exist_ok=True)
         eng = sa.create_engine(u, connect_args={"check_same_thread": False, "timeout": 30})
         return eng
     args = {"application_name": application_name} if application_name else {}
+    if "connect_timeout" not in u.query:
+        # a host that drops packets must not hold start-up or a commit retry for the
+        # system's TCP timeout (minutes); the URL's own connect_timeout wins
+        args["connect_timeout"] = 10
     return sa.create_engine(u, pool_pre_ping=True, connect_args=args)
 
 

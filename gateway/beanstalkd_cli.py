@@ -8,15 +8,22 @@
 durability; without -b jobs live in memory only, as beanstalkd without -b. -f MS: accepted; -f 0
 selects SQLite synchronous=FULL (fsync every commit), other values the default NORMAL.
 -F: accepted (never fsync: NORMAL). -z BYTES: max job size (default 65535). -s BYTES: binlog size,
-accepted and ignored. -c / -n: accepted and ignored (beanstalkd compaction flags). -u USER: drop
-to USER after binding. -v: print version and exit. -V: more verbose logs. -h: help.
-Exit status 0 after SIGTERM/SIGINT, 5 on a bad option (beanstalkd's usage status).
+accepted and ignored. -c / -n: accepted and ignored (beanstalkd compaction flags). -u USER: become
+USER (and its groups) right after binding, before any file is created, as beanstalkd does (its
+main.c: make_server_socket, su, then the binlog directory); DIR must exist, as for beanstalkd.
+-v: print version and exit. -V: more verbose logs (-V -V: debug, with tracebacks).
+A start-up failure is one line on stderr naming the flag, its value and the cause. Exit status
+(gateway/startup.py, docs/operations.md): 0 after SIGTERM/SIGINT, 1 another server uses DIR,
+3 cannot listen, 4 the database in DIR is unusable, 5 a bad option (beanstalkd's usage status),
+6 cannot become USER, 7 DIR missing or not writable.
 """
 from __future__ import annotations
 
 import getopt
 import os
 import sys
+
+PROG = "jobgate-beanstalkd"
 
 USAGE = """Use: jobgate-beanstalkd [OPTIONS]
 
@@ -61,8 +68,7 @@ def parse(argv) -> tuple:
     cfg.log_level = "warning"
     host, port, user, verbose = "0.0.0.0", 11300, None, 0
     for o, v in opts:
-        if o == "-b":
-            os.makedirs(v, exist_ok=True)
+        if o == "-b":     # not created here: a missing directory is an error (startup.py)
             cfg.database_url = "sqlite:///" + os.path.abspath(os.path.join(v, "jobgate.db"))
             cfg.durability = "commit"
         elif o == "-f":
@@ -93,14 +99,6 @@ def parse(argv) -> tuple:
     return cfg, user
 
 
-def _become(user: str) -> None:
-    import pwd
-    pw = pwd.getpwnam(user)
-    os.setgroups([])
-    os.setgid(pw.pw_gid)
-    os.setuid(pw.pw_uid)
-
-
 def _listen_address(argv) -> tuple | None:
     """(host, port) of the -l / -p flags, read before anything else is imported so that the
     socket listens within milliseconds of exec; None when the flags are malformed or -v / -h
@@ -125,35 +123,45 @@ def _listen_address(argv) -> tuple | None:
 def main(argv=None) -> int:
     """Entry point of the `jobgate-beanstalkd` console script. The listening socket is bound
     first (gateway/listen.py); a client that connects during start-up is answered once the
-    server serves. Exit status: 0 after SIGTERM/SIGINT, 1 when the address cannot be bound or
-    another server holds the database, 5 on a bad option."""
+    server serves. Then -u drops privileges, and only then is the -b database opened, so every
+    file is created by USER. Exit statuses: the module docstring."""
+    from .startup import EXIT_LOCKED, EXIT_OK, StartupError, become, bind_all, preload, report
     argv = sys.argv[1:] if argv is None else argv
     addr = _listen_address(argv)
     sock = None
+    debug = argv.count("-V") >= 2
     if addr is not None:
-        from .listen import bind_one, catch_stop_signals
+        from .config import Listener
+        from .listen import catch_stop_signals
         host, port = addr
         catch_stop_signals()
+        lst = (Listener("beanstalk", unix=host[5:]) if host.startswith("unix:")
+               else Listener("beanstalk", host, port))
+        flags = f"-l {host}" if lst.unix else f"-l {host} -p {port}"
         try:
-            sock = (bind_one(None, unix=host[5:]) if host.startswith("unix:")
-                    else bind_one(host, port))
-        except OSError as e:
-            print(f"jobgate-beanstalkd: cannot listen on {host}:{port}: {e.strerror or e}",
-                  file=sys.stderr)
-            return 1
+            sock = bind_all([lst], lambda _: "")[0]
+        except StartupError as e:
+            report(PROG, e.line(PROG, "", flags), e, debug)
+            return e.status
     cfg, user = parse(argv)
-    from .logs import setup
-    setup(cfg.log_level, "text")
+    debug = cfg.log_level == "debug"
+    binlog = os.path.dirname(cfg.database_url.removeprefix("sqlite:///"))
     from core.api import StoreLocked
-    from .server import run
-    ready = (lambda addrs: _become(user)) if user else None
     try:
-        run(cfg, ready=ready, sockets=None if sock is None else [sock])
+        if user:     # load the code first: USER may not be able to read the installation
+            preload(cfg.durability != "memory")
+            become(user)
+        from .logs import setup
+        setup(cfg.log_level, "text")
+        from .server import run
+        run(cfg, sockets=None if sock is None else [sock])
+    except StartupError as e:
+        report(PROG, e.line(PROG) if e.setting else e.line(PROG, "-b", binlog), e, debug)
+        return e.status
     except StoreLocked as e:
-        print(f"jobgate-beanstalkd: {e}", file=sys.stderr)
-        return 1
-    return 0
-
+        report(PROG, f"{PROG}: -b {binlog}: {e}", e, debug)
+        return EXIT_LOCKED
+    return EXIT_OK
 
 if __name__ == "__main__":
     sys.exit(main())

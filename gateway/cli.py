@@ -7,9 +7,11 @@ pipeline's `jobgate export events`, `jobgate analyze`, `jobgate enqueue` (pipeli
 
 `--listen` is repeatable; when given, only those listeners run (each keeps the `tls` and
 `open` settings its dialect has in the config file); the dialect names and their default ports
-come from the registry (gateway/registry.py). Exit status: 0 after a clean stop,
-2 for a configuration error (the message names the key), 1 for a runtime failure (another server
-holds the database, ...).
+come from the registry (gateway/registry.py). A start-up failure is one line on
+stderr naming the setting, its value and the cause, with its own exit status (gateway/startup.py,
+docs/operations.md "Exit statuses and start-up failures"): 0 after a clean stop, 1 another server
+holds the database, 2 a configuration error (the message names the key), 3 cannot listen,
+4 the database cannot be reached or used, 7 the SQLite path is not usable.
 """
 from __future__ import annotations
 
@@ -17,7 +19,9 @@ import argparse
 import sys
 
 from . import registry
-from .config import DURABILITY, ConfigError, check_database_url, load, parse_listen_flag
+from .config import (DURABILITY, ConfigError, check_database_scheme, check_database_url,
+                     hide_password, load, parse_listen_flag)
+from .startup import EXIT_CONFIG, EXIT_LOCKED, EXIT_OK, StartupError, bind_all, report
 
 VERSION = "0.1.0"
 
@@ -32,7 +36,7 @@ def build_config(args, check_db: bool = True):
         cfg.listeners = [keep_security(f, configured.get(f.dialect))
                          for f in map(parse_listen_flag, args.listen)]
     if getattr(args, "database", None):
-        cfg.database_url = args.database
+        cfg.database_url = check_database_scheme(args.database, "--database")
     if getattr(args, "durability", None):
         cfg.durability = args.durability
     if getattr(args, "log_level", None):
@@ -72,40 +76,44 @@ def main(argv=None) -> int:
         cfg = build_config(args, check_db=False)
     except ConfigError as e:
         print(f"jobgate: {e}", file=sys.stderr)
-        return 2
+        return EXIT_CONFIG
+    debug = cfg.log_level == "debug"
     socks = None
     if args.cmd == "serve":    # listen first: clients may connect while the server starts
-        from .listen import bind, catch_stop_signals
+        from .listen import catch_stop_signals
         catch_stop_signals()
+        where = "--listen " if args.listen else "listeners."
         try:
-            socks = bind(cfg.listeners)
-        except OSError as e:
-            print(f"jobgate: cannot listen: {e}", file=sys.stderr)
-            return 1
+            socks = bind_all(cfg.listeners, lambda lst: where + lst.dialect)
+        except StartupError as e:
+            report("jobgate", e.line("jobgate"), e, debug)
+            return e.status
     try:
         if cfg.durability != "memory" or args.cmd == "migrate":
             check_database_url(cfg.database_url)
     except ConfigError as e:
         print(f"jobgate: {e}", file=sys.stderr)
-        return 2
+        return EXIT_CONFIG
     from .logs import setup
     setup(cfg.log_level, cfg.log_format)
-    if args.cmd == "migrate":
-        from core.api import open_store
-        from migrations import upgrade
-        st = open_store(cfg.database_url, cfg.sqlite_synchronous)
-        upgrade(st.engine)
-        st.close()
-        print(f"jobgate: schema of {cfg.database_url} is up to date")
-        return 0
+    db_setting = "--database" if args.database else "database.url"
     from core.api import StoreLocked
-    from .server import run
     try:
+        if args.cmd == "migrate":
+            from .startup import open_database
+            open_database(cfg.database_url, cfg.sqlite_synchronous, lock=False).close()
+            print(f"jobgate: schema of {hide_password(cfg.database_url)} is up to date")
+            return EXIT_OK
+        from .server import run
         run(cfg, sockets=socks)
+    except StartupError as e:
+        report("jobgate", e.line("jobgate", db_setting), e, debug)
+        return e.status
     except StoreLocked as e:
-        print(f"jobgate: {e}", file=sys.stderr)
-        return 1
-    return 0
+        report("jobgate", f"jobgate: {db_setting} {hide_password(cfg.database_url)}: {e}", e,
+               debug)
+        return EXIT_LOCKED
+    return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -207,7 +207,7 @@ def from_dict(raw) -> Config:
         v = {True: "on", False: "off"}.get(v, v)   # YAML reads a bare on/off as a boolean
         c.writer_thread = _choice(v, "database.writer_thread", ("auto", "on", "off"))
     if "url" in db:
-        c.database_url = _str(db["url"], "database.url")
+        c.database_url = check_database_scheme(_str(db["url"], "database.url"), "database.url")
     if "sqlite_synchronous" in db:
         c.sqlite_synchronous = _choice(db["sqlite_synchronous"], "database.sqlite_synchronous",
                                        ("normal", "full"))
@@ -243,6 +243,34 @@ def from_dict(raw) -> Config:
         from .access import parse_access
         c.access = parse_access(raw["access"])
     return c
+
+
+#: The database URL schemes jobgate stores jobs in (SQLAlchemy's; `postgresql` is psycopg 3).
+DATABASE_SCHEMES = ("sqlite", "sqlite+pysqlite", "postgresql", "postgresql+psycopg")
+
+
+def hide_password(url: str) -> str:
+    """`scheme://user:secret@host/db` -> `scheme://user:***@host/db` (for messages)."""
+    scheme, sep, rest = url.partition("://")
+    auth, at, host = rest.rpartition("@")
+    if not sep or not at or ":" not in auth:
+        return url
+    return f"{scheme}{sep}{auth.split(':', 1)[0]}:***@{host}"
+
+
+def check_database_scheme(url: str, key: str) -> str:
+    """Return `url` when its scheme is one of DATABASE_SCHEMES; else raise ConfigError naming
+    `key` (`database.url`, `--database`), the URL (password hidden) and what is supported.
+    String checks only: nothing is imported (it runs before the sockets are bound)."""
+    scheme, sep, _ = url.partition("://")
+    if not sep:
+        raise ConfigError(f"{key} {hide_password(url)!r}: not a database URL; expected "
+                          "sqlite:///PATH or postgresql+psycopg://USER@HOST/DB")
+    if scheme.lower() not in DATABASE_SCHEMES:
+        raise ConfigError(f"{key} {hide_password(url)}: unsupported database {scheme!r}; "
+                          "jobgate stores jobs in SQLite (sqlite:///PATH) or PostgreSQL "
+                          "(postgresql+psycopg://USER@HOST/DB)")
+    return url
 
 
 def check_database_url(url: str) -> None:

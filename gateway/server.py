@@ -25,7 +25,7 @@ import signal
 
 import anyio
 
-from core.api import Port, StoreLocked, SystemClock, open_store
+from core.api import Port, StoreLocked, SystemClock
 from protocols.contract import Context
 
 from . import registry
@@ -42,8 +42,10 @@ class Runtime:
     `ready(addresses)` (optional) is called once every listener is bound. `port`: the engine
     port; `states`: dialect name -> its server-wide state; `connections`: open client
     connections, every dialect, at most `max_connections` (limits.max_connections capped by the
-    open-files limit: gateway/limits.py); `limits`: the timeouts and the buffer budget. Raises core.api.StoreLocked when
-    another server holds the database.
+    open-files limit: gateway/limits.py); `limits`: the timeouts and the buffer budget. Raises
+    core.api.StoreLocked when another server holds the database,
+    gateway.startup.StartupError when the database cannot be reached or used (its `status` is
+    the exit status).
     """
 
     def __init__(self, config: Config, clock=None, version: str = "1.12",
@@ -55,14 +57,8 @@ class Runtime:
         self.writer = None
         db_path = None
         if config.durability != "memory":
-            from migrations import upgrade_if_needed
-            self.store = open_store(config.database_url, config.sqlite_synchronous)
-            try:
-                self.store.lock()
-                upgrade_if_needed(self.store.engine)
-            except BaseException:
-                self.store.close()
-                raise
+            from .startup import open_database   # checked, locked, migrated (StartupError)
+            self.store = open_database(config.database_url, config.sqlite_synchronous)
             if self.store.is_sqlite:
                 import sqlalchemy as sa
                 db_path = sa.make_url(config.database_url).database
@@ -280,7 +276,8 @@ def run(config: Config, ready=None, version: str = "1.12", sockets=None) -> Runt
     """Build a Runtime for `config` and serve on the best available event loop (uvloop when
     installed). `sockets`: listening sockets bound beforehand, one per `config.listeners`
     (gateway/listen.py), so that clients could connect during recovery. Raises
-    core.api.StoreLocked when another server holds the database."""
+    core.api.StoreLocked when another server holds the database, gateway.startup.StartupError
+    when the database cannot be reached or used."""
     rt = Runtime(config, version=version, sockets=sockets)
     try:
         import uvloop  # noqa: F401 (anyio uses it)

@@ -175,7 +175,7 @@ def test_a_second_server_on_the_same_database_refuses_to_start(db_url, servers, 
 
 
 def test_jobgate_beanstalkd_with_one_binlog_dir_twice_refuses_too(tmp_path, procs):
-    d = str(tmp_path / "binlog")
+    d = str(tmp_path)
     p1, p2 = free_port(), free_port()
     import sys
     argv = [sys.executable, "-m", "gateway.beanstalkd_cli", "-l", "127.0.0.1", "-b", d]
