@@ -38,13 +38,18 @@ BACKOFF_MAX_S = 1.0
 class Acceptor:
     """Accepts on listening socket `sock` (bound and listening; made non-blocking here) and
     serves each connection with `factory()` (an asyncio.Protocol factory) through
-    `loop.connect_accepted_socket(factory, conn, ssl=ssl)`. `name`: the listener, for the log.
+    `loop.connect_accepted_socket(factory, conn, ssl=ssl)`; `handshake_timeout` (s, None:
+    asyncio's 60 s) bounds a TLS handshake, so a client that opens TLS and stalls is dropped as
+    a half-sent command is. `name`: the listener, for the log.
     `close()` stops accepting and closes `sock`. Attributes: `failures` (accept attempts
     failed in the current episode, 0 when accepting works), `episodes` (resource-error
     episodes so far)."""
 
-    def __init__(self, loop, sock: socket.socket, factory, name: str, ssl=None) -> None:
+    def __init__(self, loop, sock: socket.socket, factory, name: str, ssl=None,
+                 handshake_timeout: float | None = None) -> None:
         self.loop = loop
+        self.tls_args = {} if ssl is None or not handshake_timeout else {
+            "ssl_handshake_timeout": handshake_timeout}
         self.sock = sock
         self.factory = factory
         self.name = name
@@ -85,7 +90,8 @@ class Acceptor:
     def _serve(self, conn: socket.socket) -> None:
         conn.setblocking(False)
         try:
-            coro = self.loop.connect_accepted_socket(self.factory, conn, ssl=self.ssl)
+            coro = self.loop.connect_accepted_socket(self.factory, conn, ssl=self.ssl,
+                                                     **self.tls_args)
         except Exception:
             conn.close()
             log.exception("could not serve an accepted connection")

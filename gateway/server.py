@@ -205,7 +205,10 @@ class Runtime:
         else:
             host, port = sock.getsockname()[:2]
             addr = f"{host}:{port}"
-        return Acceptor(loop, sock, factory, f"{lst.dialect} {addr}", ssl=lst.ssl_context), addr
+        # a TLS handshake gets the dialect's half-sent timeout (the command has not even begun)
+        hs = self.config.options.get(lst.dialect, {}).get("half_sent_timeout_s") or None
+        return Acceptor(loop, sock, factory, f"{lst.dialect} {addr}", ssl=lst.ssl_context,
+                        handshake_timeout=hs), addr
 
     def stop(self) -> None:
         """Stop serving (what SIGTERM does); callable from the event loop's thread."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import ssl
 import subprocess
 
@@ -183,3 +184,28 @@ def test_bunqueue_typescript_client_tls_option(tls_server, pki):
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["data"] == {"over": "tls"} and out["counts"]["waiting"] >= 1
+
+
+def test_a_stalled_tls_handshake_is_dropped_after_the_half_sent_timeout(pki, tmp_path):
+    """A client that connects to a TLS listener and never sends its ClientHello is dropped
+    after the dialect's half_sent_timeout_s (the handshake's timeout); a real TLS client is
+    served meanwhile and afterwards."""
+    t = tls_yaml(pki)
+    s = ConfServer(tmp_path, f"""listeners:
+  beanstalk: {{port: {{beanstalk}}, tls: {t}}}
+limits:
+  beanstalk: {{half_sent_timeout_s: 1}}
+""")
+    try:
+        stalled = socket.create_connection(("127.0.0.1", s.ports["beanstalk"]), timeout=30)
+        with greenstalk.Client(tls_socket(s.ports["beanstalk"], client_context(pki))) as c:
+            assert "default" in c.tubes()
+        try:
+            assert stalled.recv(1) == b""        # closed by the server, not by this timeout
+        except ConnectionResetError:
+            pass
+        stalled.close()
+        with greenstalk.Client(tls_socket(s.ports["beanstalk"], client_context(pki))) as c:
+            assert "default" in c.tubes()
+    finally:
+        s.stop()
