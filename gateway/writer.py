@@ -48,6 +48,16 @@ RETRY_DELAYS_S = (0.0, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 2.0)
 #: the loop (`thread=False`): a few MiB of SQLite writes take tens of ms (issue 15: a big frame
 #: must not stall the loop).
 BIG_BATCH = 1 << 20
+#: ... or from this many job and history rows (a 10,000-job PUSHB is 20,000 rows: ~40 ms of
+#: SQLite work on the loop).
+BIG_BATCH_ROWS = 2000
+
+
+def _big(batch) -> bool:
+    """True for a batch worth a worker thread when commits run on the loop."""
+    return (batch.payload_bytes >= BIG_BATCH
+            or len(batch.inserts) + len(batch.inserts_full) + len(batch.moves)
+            + len(batch.events) >= BIG_BATCH_ROWS)
 
 
 def _retryable(error: BaseException) -> bool:
@@ -132,7 +142,7 @@ class Writer:
         if self.thread:
             self._queue.put((batch, False))
             return
-        if batch.payload_bytes >= BIG_BATCH:
+        if _big(batch):
             self._off_loop(batch, False)
             return
         self._done(batch, self._commit(batch))
@@ -151,7 +161,7 @@ class Writer:
         if self.thread:
             self._queue.put((batch, True))
             return
-        if batch.payload_bytes >= BIG_BATCH:
+        if _big(batch):
             self._off_loop(batch, True)
             return
         self._done(batch, self._commit(batch, verify=True))
