@@ -213,6 +213,11 @@ class Runner(asyncio.Protocol):
     def _maybe_close(self) -> None:
         if self._closing and not self._held and not self._lost and self.t is not None:
             self.t.close()
+            # end the session now, not when asyncio reports connection_lost an iteration
+            # later: as beanstalkd, a closed connection's tubes, reservations and counters are
+            # gone before the next command of any other connection runs (what is written
+            # already still goes out: close() flushes)
+            self._end()
 
     def budget_pause(self, on: bool) -> None:
         """The buffer budget stops (`on`) or restarts reading this connection."""
