@@ -1,5 +1,5 @@
 """The commit sequence (issue 15, storage faults): a `jobgate_meta` row `commit_seq` that every
-group commit sets to the writer's running batch count, in the same transaction as its rows. A
+group commit over a network (PostgreSQL; SQLite's commit outcome is never unknown) sets to the writer's running batch count, in the same transaction as its rows. A
 commit whose outcome is unknown (the connection was lost during COMMIT) is resolved on the next
 connection by reading it back: equal to the batch's value means the batch is stored and must not
 be written twice (core/storage.py, Store.write with `verify`).
