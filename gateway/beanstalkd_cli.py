@@ -117,6 +117,9 @@ def _listen_address(argv) -> tuple | None:
             if not v.isdigit() or int(v) > 65535:
                 return None
             port = int(v)
+        elif o in ("-f", "-z", "-s") and not v.isdigit():
+            return None   # a bad number is reported (status 5) before anything is bound,
+            #               as beanstalkd parses every option first
     return None if rest else (host, port)
 
 
