@@ -22,7 +22,7 @@ from .access_port import scoped as _scoped
 from .clock import ManualClock, SystemClock
 from .events import DEFAULT_MAXLEN, Event, Subscription
 from .failures import JobPolicy
-from .journal import Journal
+from .journal import Journal, Persistence
 from .leases import LEASE_OK, NOT_ACTIVE, TOKEN_MISMATCH, TOKEN_MISSING
 from .model import (BURIED, COMPLETED, DEADLINE_SOON, DELAYED, READY, RESERVED, TIMED_OUT,
                     TOKEN_CHECKED, TOKEN_IGNORED, TOKEN_REQUIRED, WAITING, Failure, JobView,
@@ -58,48 +58,6 @@ class Owner:
     @property
     def name(self) -> str:
         return self._o.name
-
-
-class Persistence:
-    """The journal as the storage writer (gateway/writer.py) sees it.
-
-    `take()` closes the open batch (a core.journal.Batch for StorePort.write) and opens the
-    next; `done(batch)` records that it committed. `commit_mark()`: the batch that must be
-    committed before a reply depending on everything done so far may go out; `committed`: the
-    last committed batch. `pending`: a batch with job rows is open; `has_unwritten()`: anything
-    (rows or lone history events) waits; `on_pending`: called when a batch opens.
-    """
-
-    def __init__(self, journal: Journal, engine) -> None:
-        self._j = journal
-        self._e = engine
-
-    @property
-    def pending(self) -> bool:
-        return self._j.pending
-
-    @property
-    def committed(self) -> int:
-        return self._j.committed
-
-    def set_on_pending(self, fn) -> None:
-        self._j.on_pending = fn
-
-    def has_unwritten(self) -> bool:
-        return self._j.has_unwritten()
-
-    def commit_mark(self) -> int:
-        return self._j.commit_mark()
-
-    def take(self):
-        return self._j.take(self._e.next_id)
-
-    def done(self, batch) -> None:
-        self._j.committed = batch.number
-
-    def force_pending(self) -> None:
-        """Open a batch even if only lone history events wait (shutdown flush)."""
-        self._j.pending = True
 
 
 def open_store(url: str, sqlite_synchronous: str = "NORMAL"):

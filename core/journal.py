@@ -202,3 +202,45 @@ class Journal:
             self.payload_changed = set()
         self.pending = False
         return b
+
+
+class Persistence:
+    """The journal as the storage writer (gateway/writer.py) sees it.
+
+    `take()` closes the open batch (a core.journal.Batch for StorePort.write) and opens the
+    next; `done(batch)` records that it committed. `commit_mark()`: the batch that must be
+    committed before a reply depending on everything done so far may go out; `committed`: the
+    last committed batch. `pending`: a batch with job rows is open; `has_unwritten()`: anything
+    (rows or lone history events) waits; `on_pending`: called when a batch opens.
+    """
+
+    def __init__(self, journal: Journal, engine) -> None:
+        self._j = journal
+        self._e = engine
+
+    @property
+    def pending(self) -> bool:
+        return self._j.pending
+
+    @property
+    def committed(self) -> int:
+        return self._j.committed
+
+    def set_on_pending(self, fn) -> None:
+        self._j.on_pending = fn
+
+    def has_unwritten(self) -> bool:
+        return self._j.has_unwritten()
+
+    def commit_mark(self) -> int:
+        return self._j.commit_mark()
+
+    def take(self):
+        return self._j.take(self._e.next_id)
+
+    def done(self, batch) -> None:
+        self._j.committed = batch.number
+
+    def force_pending(self) -> None:
+        """Open a batch even if only lone history events wait (shutdown flush)."""
+        self._j.pending = True
