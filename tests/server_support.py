@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from .support import ROOT, Raw
+from .support import ROOT, Raw, stop_process
 
 
 HOST = "127.0.0.1"
@@ -67,13 +67,7 @@ class Proc:
         raise RuntimeError(f"unix:{path} not listening after {timeout}s")
 
     def stop(self, sig=signal.SIGTERM, timeout: float = 20.0):
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        try:
-            out, err = self.proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            out, err = self.proc.communicate()
+        out, err = stop_process(self.proc, timeout, sig)
         self.out += out or b""
         self.err += err or b""
         return self.proc.returncode, self.out, self.err

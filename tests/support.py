@@ -57,6 +57,18 @@ def wait_serving(port: int, proc: subprocess.Popen | None = None, timeout: float
                            f"{None if proc is None else proc.poll()})") from None
 
 
+def stop_process(proc: subprocess.Popen, timeout: float = 20, sig=signal.SIGTERM):
+    """Send `sig` (SIGTERM) to `proc` if it runs, wait up to `timeout` s, then SIGKILL;
+    returns its (stdout, stderr) bytes."""
+    if proc.poll() is None:
+        proc.send_signal(sig)
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.communicate()
+
+
 class Server:
     """A jobgate server subprocess: `jobgate serve` with the given database and durability.
     The constructor returns once the server answers (it holds its database and recovered).
@@ -101,13 +113,7 @@ class Server:
 
     def stop(self, timeout: float = 20):
         """SIGTERM, wait; returns (stdout, stderr) bytes."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return self.proc.communicate()
+        return stop_process(self.proc, timeout)
 
     def kill(self) -> None:
         """SIGKILL now and reap."""

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 
-from .support import ROOT, free_port, wait_port
+from .support import ROOT, free_port, stop_process, wait_port
 
 OPENSSL = shutil.which("openssl")
 
@@ -122,13 +122,7 @@ class ConfServer:
             raise RuntimeError(f"server did not start: {err.decode(errors='replace')}")
 
     def stop(self, timeout: float = 20):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return self.proc.communicate()
+        return stop_process(self.proc, timeout)
 
 
 def serve_refused(tmp, config: str, timeout: float = 30) -> tuple:
