@@ -41,13 +41,15 @@ def jobgate_env() -> dict:
 
 def run_fresh(scenario: Scenario, argv_for: ArgvFor, start_timeout: float = 20.0,
               cwd: str | None = None, env: dict | None = None,
-              fresh_cwd: bool = False) -> ScenarioRun:
+              fresh_cwd: bool = False, probe: bytes | None = b"quit\r\n") -> ScenarioRun:
     """Start a fresh server (``argv_for(port, scenario.flags)``) on a free 127.0.0.1 port,
     play ``scenario`` against it, then SIGKILL and wait for the server. ``start_timeout`` in
-    seconds; ``fresh_cwd`` runs the server in a new empty temporary directory. Never raises
+    seconds; ``fresh_cwd`` runs the server in a new empty temporary directory; ``probe``: the
+    readiness probe's bytes (ServerProcess; beanstalk `quit`, counted nowhere; workq answers it
+    with an error, which is as good). Never raises
     for a server that fails to start: the run's ``error`` says why (with its output)."""
     srv = ServerProcess(argv_for, scenario.flags, start_timeout=start_timeout, cwd=cwd, env=env,
-                        fresh_cwd=fresh_cwd)
+                        fresh_cwd=fresh_cwd, probe=probe)
     try:
         srv.start()
     except ServerError as exc:

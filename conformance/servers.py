@@ -93,6 +93,11 @@ class ServerProcess:
     connection is closed, so the server has processed that close before the scenario runs.
     ``cwd``/``env``: for the child process. ``fresh_cwd``: run the child in a new empty
     temporary directory (removed on stop), so files it writes cannot leak into the next run.
+    ``probe``: bytes sent on the readiness connection, whose first answer (or the server
+    closing it) shows that the server runs commands: a server that binds before it recovers
+    (jobgate, issue 14) accepts connections into the kernel's backlog before it serves them, so
+    a connect alone would start the scenario while the server still starts (its first replies
+    then miss their read windows). beanstalk's `quit` is counted in no stats field.
     """
 
     argv_for: object
@@ -102,6 +107,7 @@ class ServerProcess:
     cwd: str | None = None
     env: dict | None = None
     fresh_cwd: bool = False
+    probe: bytes | None = None
     port: int = 0
     proc: subprocess.Popen | None = None
     argv: list[str] = field(default_factory=list)
@@ -147,6 +153,13 @@ class ServerProcess:
                 time.sleep(delay)
                 delay = min(delay * 2, 0.2)
                 continue
+            if self.probe:
+                try:
+                    probe.settimeout(max(0.1, deadline - time.monotonic()))
+                    probe.sendall(self.probe)
+                    probe.recv(1)        # an answer, or EOF: the server serves
+                except OSError:
+                    pass
             probe.close()
             time.sleep(self.settle)
             if self.proc.poll() is not None:
