@@ -138,14 +138,17 @@ class Writer:
         if self._busy or self._error is not None or not p.has_unwritten():
             return
         self._busy = True
-        batch = p.take()
+        self._dispatch(p.take(), False)
+
+    def _dispatch(self, batch, verify: bool) -> None:
+        """Commit `batch` where commits run: the writer thread, a worker thread for a big
+        batch, or here on the loop (`verify`: a retry, see _commit)."""
         if self.thread:
-            self._queue.put((batch, False))
-            return
-        if _big(batch):
-            self._off_loop(batch, False)
-            return
-        self._done(batch, self._commit(batch))
+            self._queue.put((batch, verify))
+        elif _big(batch):
+            self._off_loop(batch, verify)
+        else:
+            self._done(batch, self._commit(batch, verify))
 
     def _off_loop(self, batch, verify: bool) -> None:
         """Commit a big batch on a worker thread although commits run on the loop: writing
@@ -156,15 +159,8 @@ class Writer:
 
     def _retry(self, batch) -> None:
         """On the loop: try `batch` again (fresh connection, outcome verified first)."""
-        if self._error is not None:
-            return
-        if self.thread:
-            self._queue.put((batch, True))
-            return
-        if _big(batch):
-            self._off_loop(batch, True)
-            return
-        self._done(batch, self._commit(batch, verify=True))
+        if self._error is None:
+            self._dispatch(batch, True)
 
     def _failed_attempt(self, batch, error) -> None:
         """On the loop: a commit of `batch` failed; schedule its retry, or stop the server

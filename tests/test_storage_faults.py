@@ -16,7 +16,8 @@ import sqlalchemy as sa
 
 from .bunqueue_support import BQ
 from .fault_support import PgProxy, SmallDisk, can_mount
-from .support import Raw, Server
+from .server_support import run_cli, serve_argv
+from .support import Raw, Server, free_port
 from .test_durability import assert_stored
 from .workq_support import WorkqRaw, add_cmd, new_uid
 
@@ -298,7 +299,8 @@ def test_terminated_backends_mid_load_lose_nothing(pg_url):
         assert len(ids) == len(set(ids)), "a job was delivered twice"
         assert set(acked) <= set(ids)
         # the advisory lock was taken again: a second server on the database is refused
-        second = subprocess_serve(pg_url)
+        second = run_cli(serve_argv("--listen", f"beanstalk=127.0.0.1:{free_port()}",
+                                    "--database", pg_url), timeout=60)
         assert second.returncode == 1, second.stderr
         assert b"another jobgate server is using" in second.stderr
         serves_every_dialect(s, "terminated")
@@ -309,18 +311,6 @@ def test_terminated_backends_mid_load_lose_nothing(pg_url):
         admin.dispose()
     assert s.proc.returncode == 0, err
     assert b"Traceback" not in err, err
-
-
-def subprocess_serve(url: str):
-    """Run a second `jobgate serve` on `url` (it should refuse); its CompletedProcess."""
-    import subprocess
-    import sys
-
-    from .support import ROOT, free_port
-    return subprocess.run([sys.executable, "-m", "gateway.cli", "serve", "--listen",
-                           f"beanstalk=127.0.0.1:{free_port()}", "--database", url],
-                          cwd=ROOT, env={**__import__("os").environ, "PYTHONPATH": ROOT},
-                          capture_output=True, timeout=60)
 
 
 # ---------------------------------------------------------------------- SQLite

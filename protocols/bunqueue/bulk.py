@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from itertools import chain
 
-from .codec import map_header, pack
+from .codec import array_header, map_header, pack
 from .options import DATA_MAX, data_error, options_error, queue_error, queue_name
 
 #: Frames larger than this (bytes) are decoded in slices (codec.decode_steps) and their data
@@ -33,14 +33,6 @@ BATCH_SLICE = 500
 _I_MIN, _U_MAX = -0x80000000, 0xFFFFFFFF
 _JSON = "Job data must be JSON serializable"
 _TOO_LARGE = "Job data too large (max 10MB)"
-
-
-def _array_header(n: int) -> bytes:
-    if n < 16:
-        return bytes((0x90 | n,))
-    if n < 0x10000:
-        return b"\xdc" + n.to_bytes(2, "big")
-    return b"\xdd" + n.to_bytes(4, "big")
 
 
 def pack_steps(value, budget: int = NODE_BUDGET, cap: int = 0):
@@ -75,7 +67,7 @@ def pack_steps(value, budget: int = NODE_BUDGET, cap: int = 0):
                     stack.append(chain.from_iterable(v.items()))
                     break
             elif c is list:
-                parts.append(_array_header(len(v)))
+                parts.append(array_header(len(v)))
                 if v:
                     stack.append(iter(v))
                     break

@@ -225,6 +225,15 @@ def frame(body: bytes) -> bytes:
     return len(body).to_bytes(4, "big") + body
 
 
+def array_header(n: int) -> bytes:
+    """The MessagePack header of an array with `n` items."""
+    if n < 16:
+        return bytes((0x90 | n,))
+    if n < 0x10000:
+        return b"\xdc" + n.to_bytes(2, "big")
+    return b"\xdd" + n.to_bytes(4, "big")
+
+
 def map_header(n: int) -> bytes:
     """The MessagePack header of a map with `n` entries."""
     if n < 16:
