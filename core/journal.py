@@ -47,7 +47,9 @@ class Batch:
     RESULT_COLUMNS + id; payloads: (payload, payload_fmt, id) rows of payloads replaced in place;
     deletes: job ids (ints); events: job_events rows (EVENT_COLUMNS); next_id: the next job id to
     hand out (stored in jobgate_meta); payload_bytes: bytes of the payloads written (inserted or
-    replaced), so the writer can tell a big commit from a usual one.
+    replaced), so the writer can tell a big commit from a usual one; records: (table, key, row
+    dict | None) of the keyed record tables (core.schema.RECORD_TABLES: cron schedules, queue
+    settings, webhooks), the last change per key: a row replaces the stored one, None deletes.
     """
 
     number: int
@@ -62,6 +64,7 @@ class Batch:
     events: list = field(default_factory=list)
     next_id: int = 0
     payload_bytes: int = 0
+    records: list = field(default_factory=list)
 
     @property
     def updates(self) -> list:
@@ -89,6 +92,18 @@ class Journal:
         self.known_queues: set[str] = set()
         self.new_queues: list = []
         self.payload_changed: set[int] = set()
+        self.keyed: dict = {}
+
+    def put_record(self, table: str, key: str, row: dict | None) -> None:
+        """Store (`row`, a dict of the table's columns, key included) or delete (None) the
+        record `key` of keyed table `table` (core.schema.RECORD_TABLES) with the next commit,
+        in the same transaction as the job changes made before the next `take()`: a cron
+        schedule's new next_run_ms commits together with the job it fired."""
+        self.keyed[(table, key)] = row
+        if not self.pending:
+            self.pending = True
+            if self.on_pending is not None:
+                self.on_pending()
 
     def queue_seen(self, name: str) -> None:
         """Record the first job of queue `name` in this process (queues table, idempotent)."""
@@ -136,7 +151,7 @@ class Journal:
 
     def has_unwritten(self) -> bool:
         """True when anything (rows or lone history events) waits for the writer."""
-        return self.pending or bool(self.events) or bool(self.dirty)
+        return self.pending or bool(self.events) or bool(self.dirty) or bool(self.keyed)
 
     def commit_mark(self) -> int:
         """The batch number that must be committed before a reply that depends on every
@@ -197,6 +212,9 @@ class Journal:
         self.events = []
         if self.new_queues:
             b.queues, self.new_queues = self.new_queues, []
+        if self.keyed:
+            b.records = [(t, k, row) for (t, k), row in self.keyed.items()]
+            self.keyed = {}
         self.dirty = {}
         if self.payload_changed:
             self.payload_changed = set()

@@ -83,6 +83,36 @@ meta = sa.Table(
     sa.Column("value", sa.BigInteger, nullable=False),
 )
 
+# Engine settings kept across restarts (migration 0007, issue 16): one row per key, the rest of
+# the record as one MessagePack map in `spec` (its fields belong to the module that owns the
+# table: core/cron.py, core/limits.py, core/webhooks.py). Written with StorePort.write's
+# `records` (a whole row replaced, or deleted) and read back with `load_records`.
+cron_schedules = sa.Table(
+    "cron_schedules", metadata,
+    sa.Column("name", sa.String(256), primary_key=True),
+    sa.Column("queue", sa.String(256), nullable=False),
+    sa.Column("next_run_ms", sa.BigInteger, nullable=True),   # wall ms; NULL: will not fire
+    sa.Column("executions", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("spec", sa.LargeBinary, nullable=False),
+)
+
+queue_settings = sa.Table(
+    "queue_settings", metadata,
+    sa.Column("queue", sa.String(256), primary_key=True),
+    sa.Column("spec", sa.LargeBinary, nullable=False),   # rate limit, concurrency, stall config
+)
+
+webhooks = sa.Table(
+    "webhooks", metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("url", sa.Text, nullable=False),
+    sa.Column("created_ms", sa.BigInteger, nullable=False),
+    sa.Column("spec", sa.LargeBinary, nullable=False),   # events, queue, secret, enabled
+)
+
+#: The keyed record tables, by name: table -> its key column (StorePort.write `records`).
+RECORD_TABLES = {"cron_schedules": "name", "queue_settings": "queue", "webhooks": "id"}
+
 #: Column order of rows for StorePort.insert_jobs (core/storage.py): new jobs whose counters are
 #: all zero (the common case).
 JOB_NEW_COLUMNS = ("id", "uid", "queue", "payload", "priority", "state", "created_ms",

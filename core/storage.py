@@ -241,6 +241,7 @@ class Store(Upkeep):
             self.replace_payloads(cur, batch.payloads)
             self.delete_jobs(cur, batch.deletes)
             self.append_history(cur, batch.events)
+            self.write_records(cur, batch.records)
             cur.close()
             raw.commit()
             self._stored_next_id = max(self._stored_next_id, batch.next_id)
@@ -326,6 +327,31 @@ class Store(Upkeep):
             chunk = ids[i:i + 500]
             conn.exec_driver_sql(self._sql_delete + "(" + ", ".join([self._ph1] * len(chunk))
                                  + ")", tuple(chunk))
+
+    def write_records(self, conn, records: list) -> None:
+        """Replace or delete rows of the keyed record tables: (table, key, row dict | None)
+        (core.schema.RECORD_TABLES). A delete then an insert: portable, and these rows change
+        rarely (a cron firing, a limit set)."""
+        ph = self._ph1
+        for table, key, row in records:
+            keycol = schema.RECORD_TABLES[table]
+            conn.exec_driver_sql(f"DELETE FROM {table} WHERE {keycol} = {ph}", (key,))
+            if row is not None:
+                cols = list(row)
+                conn.exec_driver_sql(
+                    f"INSERT INTO {table} ({', '.join(cols)}) VALUES "
+                    f"({', '.join(_placeholders(self.engine.dialect.paramstyle, len(cols)))})",
+                    tuple(row[c] for c in cols))
+
+    def load_records(self, table: str) -> list[dict]:
+        """Every row of keyed record table `table` (core.schema.RECORD_TABLES) as dicts,
+        ordered by key; `spec` columns as bytes."""
+        t = schema.metadata.tables[table]
+        keycol = schema.RECORD_TABLES[table]
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(t).order_by(t.c[keycol])).mappings().all()
+        return [{k: (bytes(v) if isinstance(v, memoryview) else v) for k, v in r.items()}
+                for r in rows]
 
     def append_history(self, conn, rows: list) -> None:
         """Append job_events rows (EVENT_COLUMNS order)."""

@@ -27,7 +27,7 @@ class StorePort(Protocol):
 
     Writes happen in `write(batch)`: one transaction that applies, in this order,
     note_queues, insert_jobs, set_next_id, move_states, record_reservations, record_results,
-    replace_payloads, delete_jobs, append_history (rows: core.journal.Batch). A failure raises
+    replace_payloads, delete_jobs, append_history, write_records (rows: core.journal.Batch). A failure raises
     sqlalchemy.exc.SQLAlchemyError and nothing of the batch is stored.
     """
 
@@ -39,6 +39,10 @@ class StorePort(Protocol):
 
     def load_next_id(self) -> int:
         """The stored next job id (1 on an empty database)."""
+
+    def load_records(self, table: str) -> list[dict]:
+        """Every row of keyed record table `table` (core.schema.RECORD_TABLES: cron_schedules,
+        queue_settings, webhooks) as a dict of its columns."""
 
     def prune_events(self, before_ms: int, chunk: int = 50_000) -> int:
         """Delete history rows older than `before_ms` (wall ms); returns how many."""

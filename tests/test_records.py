@@ -1,30 +1,33 @@
-"""The compact job record (core/records.py, issue 14: memory per job): the rarely set fields
-live in a side object made only when one of them gets a non-default value."""
+"""The keyed record tables (migration 0007: cron schedules, queue settings, webhooks): written
+through the journal in the same transaction as job changes, read back with load_records, on a
+real SQLite file and on PostgreSQL (conftest `store`: skipped without JOBGATE_TEST_PG_URL)."""
 from __future__ import annotations
 
-from core.records import MORE_FIELDS, Job, JobMore
+from core.clock import ManualClock
+from core.journal import Journal
 
 
-def test_more_defaults_match_the_declared_ones():
-    x = JobMore()
-    assert [(n, getattr(x, n)) for n, _ in MORE_FIELDS] == list(MORE_FIELDS)
-
-
-def test_side_object_only_once_a_field_is_not_its_default():
-    j = Job(1, "q", b"x", 0, 60000, 0, 1, "beanstalk")
-    for name, default in MORE_FIELDS:
-        assert getattr(j, name) == default
-        setattr(j, name, default)          # writing a default makes nothing
-    assert j.more is None and not j.finished
-    j.fails += 1
-    assert j.more is not None and j.fails == 1 and j.more.fails == 1
-    j.result = b"done"
-    assert j.finished and j.result_ok is False
-
-
-def test_a_plain_job_is_smaller_than_before():
-    """19 slots instead of 32 (the record used to be 304 bytes with its GC header)."""
-    import sys
-    j = Job(1, "q", b"x", 0, 60000, 0, 1, "beanstalk")
-    assert not hasattr(j, "__dict__")
-    assert sys.getsizeof(j) <= 16 + 19 * 8 + 16
+def test_records_replace_and_delete(store):
+    j = Journal(ManualClock())
+    j.put_record("cron_schedules", "nightly", {"name": "nightly", "queue": "q",
+                                               "next_run_ms": 1000, "executions": 0,
+                                               "spec": b"\x80"})
+    j.put_record("queue_settings", "q", {"queue": "q", "spec": b"\x81\xa1c\x03"})
+    assert j.pending and j.has_unwritten()
+    store.write(j.take(1))
+    assert store.load_records("cron_schedules") == [
+        {"name": "nightly", "queue": "q", "next_run_ms": 1000, "executions": 0, "spec": b"\x80"}]
+    # the last change of a key within a batch wins; a row replaces the stored one
+    j.put_record("cron_schedules", "nightly", {"name": "nightly", "queue": "q",
+                                               "next_run_ms": 2000, "executions": 1,
+                                               "spec": b"\x80"})
+    j.put_record("cron_schedules", "nightly", {"name": "nightly", "queue": "q",
+                                               "next_run_ms": 3000, "executions": 2,
+                                               "spec": b"\x80"})
+    j.put_record("queue_settings", "q", None)
+    b = j.take(1)
+    assert len(b.records) == 2
+    store.write(b)
+    assert [r["next_run_ms"] for r in store.load_records("cron_schedules")] == [3000]
+    assert store.load_records("queue_settings") == []
+    assert not j.has_unwritten()
