@@ -32,7 +32,9 @@ OWNER_QUEUE = ("reserve_many",)
 JOB_ID = {"job": None, "peek": None, "check_lease": NOT_ACTIVE, "renew": False,
           "complete": False, "fail": False, "dead_letter": False, "remove": False,
           "requeue": False, "change_priority": False, "replace_payload": False,
-          "update_extras": False, "wait_result": None, "kick_job": False}
+          "update_extras": False, "wait_result": None, "kick_job": False,
+          "add_dependencies": False, "drop_dependencies": None,
+          "apply_child_failure": False}
 OWNER_JOB = {"reserve_job": None, "release": False, "bury": False, "touch": False,
              "delete": False}
 UID = ("find", "lookup")

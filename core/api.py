@@ -29,6 +29,7 @@ from .model import (BURIED, COMPLETED, DEADLINE_SOON, DELAYED, READY, RESERVED, 
                     QueueView, Reserved, ServerStats, parse_derived_uid)
 from .records import Job, Owner as _Owner
 from .store_port import StoreLocked, StorePort
+from .port_flows import FlowOps
 from .port_jobs import JobOps
 from .transitions import IllegalTransition
 from .views import adapter, queue_view, reserved, server_stats
@@ -68,7 +69,7 @@ def open_store(url: str, sqlite_synchronous: str = "NORMAL"):
     return Store(url, sqlite_synchronous)
 
 
-class Port(JobOps):
+class Port(JobOps, FlowOps):
     """The engine port (see the module docstring). Build one with `Port.create()`, or wrap an
     engine with `Port.of(engine)` (one port per engine).
 

@@ -16,12 +16,13 @@ use the port (core/api.py).
 """
 from __future__ import annotations
 
-from heapq import heapify, heappop, heappush
+from heapq import heapify, heappop, heappush, nsmallest
 
 from .clock import SystemClock
 from .events import Feed
 from .extras import BLOCKED_MS, Extras
 from .failures import DEFAULT_POLICY
+from .flows import Flows
 from .model import (BURIED, COMPLETED, DEADLINE_SOON, DELAYED, DELETED, READY, RESERVED,
                     TIMED_OUT, TOKEN_CHECKED, TOKEN_REQUIRED, URGENT_RANK)
 from .outcomes import Outcomes
@@ -41,15 +42,16 @@ def _compact(heap: list, live: int) -> None:
         heapify(heap)
 
 
-class Engine(Queues, Scheduling, Outcomes, Extras):
+class Engine(Queues, Scheduling, Outcomes, Extras, Flows):
     """The job state machine and its in-memory indexes.
 
     `journal` (core.journal.Journal or None for memory mode) receives every mutation through
     the feed. `pinned` queues are never garbage-collected (beanstalk keeps "default").
     Queues, references, peeks and pauses are in core.queues.Queues; finishing jobs (complete /
     fail with a result), result waiters, TTL eviction and uid lookups in core.outcomes.Outcomes;
-    dedup keys, dependencies, LIFO and owner-agnostic moves in core.extras.Extras; waiters and
-    timers in core.scheduling.Scheduling.
+    dedup keys, dependencies, LIFO and owner-agnostic moves in core.extras.Extras; flows
+    (waiting for children, a child's failure) in core.flows.Flows; waiters and timers in
+    core.scheduling.Scheduling.
     `policies`: dialect -> core.failures.JobPolicy for the jobs it creates.
     """
 
@@ -315,7 +317,8 @@ class Engine(Queues, Scheduling, Outcomes, Extras):
         A failed (dead-lettered) job taken this way is revived, as `kick` revives it: its
         result is void (a reserved job has none)."""
         job = self.jobs.get(id)
-        if job is None or job.state is RESERVED or job.state is COMPLETED:
+        if job is None or job.state is RESERVED or job.state is COMPLETED \
+                or self.is_parked(job):   # a flow parent waits for its children
             return None
         q = self.queues[job.queue]
         self._leave(job, q)
@@ -422,10 +425,11 @@ class Engine(Queues, Scheduling, Outcomes, Extras):
                 job = next(iter(q.buried.values()))
                 self._kick(job, q, dialect)
                 n += 1
-        else:
-            while n < bound and q.n_delayed:
-                job = _top(q.delayed)
-                self._kick(job, q, dialect)
+        elif q.n_delayed:
+            # soonest first; jobs parked for dependencies (flow parents) are not kicked
+            live = [e for e in q.delayed if e[3].hver == e[2] and not self.is_parked(e[3])]
+            for e in nsmallest(bound, live):
+                self._kick(e[3], q, dialect)
                 n += 1
         return n
 
@@ -443,7 +447,7 @@ class Engine(Queues, Scheduling, Outcomes, Extras):
     def kick_job(self, id: int, dialect: str) -> bool:
         """Kick one buried or delayed job to ready."""
         job = self.jobs.get(id)
-        if job is None or job.state not in (BURIED, DELAYED):
+        if job is None or job.state not in (BURIED, DELAYED) or self.is_parked(job):
             return False
         self._kick(job, self.queues[job.queue], dialect)
         return True

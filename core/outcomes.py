@@ -114,6 +114,8 @@ class Outcomes:
             self._unindex(job)
         if ok and self.dependents:
             self._deps_done(self.uid_of(job))
+        elif not ok and job.ext is not None and job.ext.get("parentId") is not None:
+            self._child_failed(job, result if error is _RESULT else error)   # core/flows.py
         ws = self.result_waiters.pop(job.id, None)
         if ws:
             run = False

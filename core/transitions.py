@@ -83,6 +83,7 @@ def _rows() -> dict:
     add((BURIED, DELAYED), "kick", READY, MOVE)
     add(DELAYED, "ready", READY, MOVE)                          # delay over, dependencies met
     add(DELAYED, "promote", READY, MOVE)
+    add((READY, DELAYED, RESERVED), "wait-children", DELAYED, MOVE)   # core/flows.py
     add((BURIED, COMPLETED), "retry", (READY, DELAYED), MOVE)   # RetryDlq, RetryCompleted
     for s in LIVE:
         add(s, "priority", s, MOVE)

@@ -208,8 +208,13 @@ def _dlq_entry(sess, job) -> dict:
                              "duration": num(int(t["timestamp"] - started))})
     if attempts:
         attempts[-1]["reason"] = reason
+    error = ext.get("failedReason")
+    if error is None and ext.get("dlqError") is not None:   # a flow parent its child failed
+        error = ext["dlqError"]
+        attempts = [{"attempt": 0, "startedAt": float(job.created_ms), "failedAt": at,
+                     "reason": reason, "error": error, "duration": 0}]
     return {"enteredAt": at, "reason": reason,
-            "error": ext.get("failedReason"), "attempts": attempts, "retryCount": 0,
+            "error": error, "attempts": attempts, "retryCount": 0,
             "lastRetryAt": None, "nextRetryAt": None, "expiresAt": at + DLQ_MAX_AGE_MS}
 
 

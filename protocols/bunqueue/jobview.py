@@ -96,8 +96,17 @@ def run_at(job) -> int:
     return job.created_ms + job.delay_ms
 
 
+def first_state(job, ext) -> str:
+    """The state a job entered when it was created (the first timeline entry): a flow
+    parent or a job with dependencies ``waiting-children`` (bunqueue pushInsert.js
+    initialJobState), else delayed, prioritized or waiting."""
+    if ext.get("childrenIds") or ext.get("deps"):
+        return "waiting-children"
+    return "delayed" if job.delay_ms else ("prioritized" if job.priority < 0 else "waiting")
+
+
 def _timeline(job, ext, created: float) -> list:
-    first = "delayed" if job.delay_ms else ("prioritized" if job.priority < 0 else "waiting")
+    first = first_state(job, ext)
     tl = [{"state": first, "timestamp": created}]
     tl.extend(ext.get("timeline", ()))
     started = ext.get("startedAt")
@@ -112,18 +121,21 @@ def _timeline(job, ext, created: float) -> list:
 
 _EMPTY: dict = {}
 
-#: Job fields that never vary (bunqueue features jobgate does not have: flows, BullMQ v5 options).
+#: Job fields that never vary (bunqueue features jobgate does not have: BullMQ v5 options).
 _CONSTANT = {
-    "childrenIds": [], "childrenCompleted": 0, "parentId": None, "stallTimeout": None,
-    "stackTraceLimit": 10, "keepLogs": None, "sizeLimit": None, "failParentOnFailure": False,
-    "removeDependencyOnFailure": False, "continueParentOnFailure": False,
-    "ignoreDependencyOnFailure": False, "deduplicationTtl": None, "deduplicationExtend": False,
-    "deduplicationReplace": False, "debounceId": None, "debounceTtl": None,
+    "childrenCompleted": 0, "stallTimeout": None,
+    "stackTraceLimit": 10, "keepLogs": None, "sizeLimit": None, "deduplicationTtl": None,
+    "deduplicationExtend": False, "deduplicationReplace": False, "debounceId": None,
+    "debounceTtl": None,
 }
+#: A flow child's ``parentPolicy`` extra (core/flows.py) as the Job object's option flag.
+POLICY_FLAGS = {"fail": "failParentOnFailure", "remove": "removeDependencyOnFailure",
+                "continue": "continueParentOnFailure", "ignore": "ignoreDependencyOnFailure"}
 #: Extras keys that come from PUSH options; a job with none of them has _DEFAULTS.
 _OPTION_KEYS = frozenset(("backoff", "backoffConfig", "dependsOn", "tags", "progressMessage",
                           "stacktrace", "repeat", "durable", "lifo", "removeOnComplete",
-                          "removeOnFail", "timeout", "uniqueKey", "customId", "groupId"))
+                          "removeOnFail", "timeout", "uniqueKey", "customId", "groupId",
+                          "parentId", "childrenIds", "parentPolicy"))
 
 
 def _options(ext: dict) -> dict:
@@ -144,6 +156,12 @@ def _options(ext: dict) -> dict:
         "uniqueKey": ext.get("uniqueKey"),
         "customId": ext.get("customId"),
         "groupId": ext.get("groupId"),
+        "parentId": ext.get("parentId"),
+        "childrenIds": ext.get("childrenIds", []),
+        "failParentOnFailure": ext.get("parentPolicy") == "fail",
+        "removeDependencyOnFailure": ext.get("parentPolicy") == "remove",
+        "continueParentOnFailure": ext.get("parentPolicy") == "continue",
+        "ignoreDependencyOnFailure": ext.get("parentPolicy") == "ignore",
     }
 
 
@@ -186,7 +204,8 @@ def job_body(job, full: bool = False, outcome: bool = False) -> bytes:
             tail["returnvalue"] = result_value_marker
         if ext.get("failedReason") is not None:   # the last FAIL's error, also while retrying
             tail["failedReason"] = ext["failedReason"]
-        elif job.result and not job.result_ok:   # a failure text from another dialect
+        elif job.result and not job.result_ok and "dlqError" not in ext:
+            # a failure text from another dialect (a flow parent failed by its child has none)
             tail["failedReason"] = job.result.decode("utf-8", "replace")
     n = 4 + len(tail) + _N_FIXED
     parts = [map_header(n), b"\xa2id", pack(job.uid), b"\xa5queue", pack(job.queue),

@@ -1,0 +1,263 @@
+"""Flows: PUSHF, GetChildrenValues, UpdateParent, GetFailedChildrenValues,
+GetIgnoredChildrenFailures, RemoveChildDependency, RemoveUnprocessedChildren and
+MoveToWaitingChildren (bunqueue 2.9.5: server/handlers/flow.js, query.js, advanced/jobs.js,
+advanced/dependencies.js, introspection.js and the queue-manager code they call; replies as the
+real server gives them, docs/bunqueue.md "Flows (issue 16)").
+
+A flow is canonical (core/flows.py, docs/mapping.md "Flows (issue 16)"): a parent's extras
+name the children it waits for (``deps``), so no dialect gets the parent before its children
+complete. The bunqueue Job fields map onto extras: parentId, childrenIds, dependsOn, and the
+four failure flags onto one ``parentPolicy``.
+"""
+from __future__ import annotations
+
+from core.api import BURIED, COMPLETED, DELAYED, READY, RESERVED
+
+from . import flow_check
+from .codec import map_header, pack, unpack_value
+from .info import DEFAULT_LOCK_TTL_MS
+from .jobview import DEFAULT_MAX_ATTEMPTS, POLICY_FLAGS, job_body, result_body
+from .options import build_ext, encode_data
+from .handlers_outcome import _active
+from .handlers_query import find
+from .registry import Spliced, command, err, ok_empty
+
+_FLAG_POLICY = {v: k for k, v in POLICY_FLAGS.items()}
+
+
+def _array(items: list) -> bytes:
+    n = len(items)
+    head = bytes((0x90 | n,)) if n < 16 else (b"\xdc" + n.to_bytes(2, "big") if n < 0x10000
+                                              else b"\xdd" + n.to_bytes(4, "big"))
+    return head + b"".join(items)
+
+
+# ------------------------------------------------------------------ PUSHF
+def _flow_ext(inp: dict, id: str, unmet: list) -> dict:
+    ext = build_ext(inp, inp.get("customId"), unmet) or {}
+    if inp.get("parentId"):
+        ext["parentId"] = inp["parentId"]
+        for flag, policy in _FLAG_POLICY.items():
+            if inp.get(flag) is True:
+                ext["parentPolicy"] = policy
+    if inp.get("childrenIds"):
+        ext["childrenIds"] = list(inp["childrenIds"])
+    return ext
+
+
+@command("PUSHF", mutating=True)
+def push_flow(sess, cmd: dict):
+    """PUSHF {jobs: [{id, queue, input}]}: every job is created or none (the whole graph is
+    checked first); the reply carries each created Job object, in request order:
+    {ok, data: {jobs: [Job]}}."""
+    jobs = cmd.get("jobs")
+    if jobs is None:
+        return err("undefined is not an object (evaluating 'cmd.jobs.map')")
+    if jobs.__class__ is not list:
+        return err("flow jobs must be an array")
+    msg = flow_check.normalise(jobs) or flow_check.check(jobs)
+    if msg:
+        return err(msg)
+    e = sess.port
+    for j in jobs:   # assertIdsAvailable: live jobs (completed or failed included)
+        if e.find(j["id"]) is not None:
+            return err(f"Flow job {j['id']} already exists")
+    ids = []
+    for j in jobs:
+        inp = j["input"]
+        deps = list(inp.get("dependsOn") or ())
+        payload, fmt = encode_data(inp["data"])
+        pri = inp.get("priority")
+        delay = inp.get("delay")
+        ttl = inp.get("ttl")
+        ma = inp.get("maxAttempts")
+        timeout = inp.get("timeout")
+        ids.append(e.put(
+            j["queue"], payload, -int(pri) if pri else 0, int(delay) if delay else 0,
+            int(timeout) if timeout else DEFAULT_LOCK_TTL_MS, "bunqueue", j["id"],
+            ttl_ms=int(ttl) if ttl else 0, expire_ms=int(ttl) if ttl else 0,
+            max_fails=int(ma) if ma else DEFAULT_MAX_ATTEMPTS, event="push",
+            ext=_flow_ext(inp, j["id"], deps), fmt=fmt))
+    sess.info.total_pushed += len(ids)
+    body = map_header(1) + pack("jobs") + _array([job_body(e.job(i)) for i in ids])
+    return Spliced({"ok": True}, [("data", body)])
+
+
+# ------------------------------------------------------------------ reads
+def _children(job) -> list:
+    ext = job.ext if job is not None else None
+    return list(ext.get("childrenIds") or ()) if ext is not None else []
+
+
+@command("GetChildrenValues")
+def get_children_values(sess, cmd: dict):
+    """{ok, data: {values: {"<queue>:<child id>": result}}}: the results of the parent's
+    children that completed and are still kept (queries.js getChildrenValues)."""
+    parent = find(sess, cmd.get("id"))
+    parts = []
+    for uid in _children(parent):
+        child = sess.port.lookup(uid)
+        if child is None or child.state is not COMPLETED or not child.result_ok:
+            continue
+        parts.append(pack(f"{child.queue}:{uid}") + result_body(child))
+    values = map_header(len(parts)) + b"".join(parts)
+    return Spliced({"ok": True}, [("data", map_header(1) + pack("values") + values)])
+
+
+def _failures(sess, cmd: dict, key: str) -> dict:
+    parent = find(sess, cmd.get("id"))
+    if parent is None or parent.result is not None or parent.ext is None:
+        return {"ok": True, "values": {}}
+    return {"ok": True, "values": dict(parent.ext.get(key) or {})}
+
+
+@command("GetFailedChildrenValues")
+def get_failed_children_values(sess, cmd: dict):
+    """{ok, values: {"<queue>:<child id>": error}} of children that failed under
+    continueParentOnFailure, while the parent is unfinished."""
+    return _failures(sess, cmd, "failedChildren")
+
+
+@command("GetIgnoredChildrenFailures")
+def get_ignored_children_failures(sess, cmd: dict):
+    """{ok, values: {"<queue>:<child id>": error}} of children that failed under
+    ignoreDependencyOnFailure, while the parent is unfinished."""
+    return _failures(sess, cmd, "ignoredFailures")
+
+
+# ------------------------------------------------------------------ links
+def _waiting(job) -> bool:
+    """In the reference's queue (waiting, prioritized, delayed or waiting-children)."""
+    return job.state is READY or job.state is DELAYED
+
+
+def _data_with(sess, job, set_: dict, drop=()) -> None:
+    """Rewrite a child's MessagePack object data with `set_` keys added and `drop` keys gone
+    (the reference keeps `__parentId` / `__parentQueue` in the data); other payloads stay."""
+    if job.fmt != 1:
+        return
+    data = unpack_value(job.payload, 1)
+    if data.__class__ is not dict:
+        return
+    data = dict(data)
+    data.update(set_)
+    for k in drop:
+        data.pop(k, None)
+    sess.port.replace_payload(job.id, pack(data), 1)
+
+
+def _owner_of(job):
+    ext = job.ext or {}
+    owner = ext.get("parentId")
+    if owner is None and job.fmt == 1:
+        data = unpack_value(job.payload, 1)
+        if data.__class__ is dict and data.get("__parentId") is not None:
+            owner = str(data["__parentId"])
+    return owner
+
+
+@command("UpdateParent", mutating=True)
+def update_parent(sess, cmd: dict):
+    """Link child `childId` to parent `parentId` (queries.js updateJobParent): the parent
+    then waits for the child too, unless it has completed."""
+    cid, pid = cmd.get("childId"), cmd.get("parentId")
+    if cid == pid:
+        return err("A flow job cannot be its own parent")
+    e = sess.port
+    child = find(sess, cid)
+    parent = find(sess, pid)
+    if child is None:
+        if parent is not None and str(cid) in _children(parent):
+            return ok_empty()   # a declared child already gone
+        return err(f"Child job not found: {cid}")
+    if parent is None:
+        return err(f"Parent job not found: {pid}")
+    owner = _owner_of(child)
+    if owner is not None and owner != "pending" and owner != parent.uid:
+        return err(f"Child job {child.uid} already belongs to parent {owner}")
+    kids = _children(parent)
+    link = {"__parentId": parent.uid, "__parentQueue": parent.queue}
+    if child.uid not in kids:
+        if not _waiting(parent):
+            return err(f"Parent job {parent.uid} is not linkable")
+        kids.append(child.uid)
+        pext = parent.ext or {}
+        deps = list(pext.get("dependsOn") or ())
+        if child.uid not in deps:
+            deps.append(child.uid)
+        e.add_dependencies(parent.id, [child.uid], "bunqueue",
+                           {"childrenIds": kids, "dependsOn": deps})
+        _data_with(sess, parent, {"__childrenIds": kids})
+    e.update_extras(child.id, {"parentId": parent.uid})
+    _data_with(sess, child, link)
+    child = e.job(child.id)
+    if child.state is BURIED and child.result is not None and child.ext.get("parentPolicy"):
+        e.apply_child_failure(child.id)
+    return ok_empty()
+
+
+@command("RemoveChildDependency", mutating=True)
+def remove_child_dependency(sess, cmd: dict):
+    """{ok, removed}: the parent of child `id` stops waiting for it and the link is undone
+    (dependencies.js removeChildDependency); removed false when either is not waiting."""
+    cid = cmd.get("id")
+    child = find(sess, cid)
+    if child is None:
+        return err(f"Job not found: {cid}")
+    pid = (child.ext or {}).get("parentId")
+    if pid is None:
+        return err(f"Job {cid} has no parent")
+    e = sess.port
+    parent = e.lookup(pid)
+    if parent is None or not _waiting(parent) or child.state not in (READY, DELAYED, RESERVED):
+        return {"ok": True, "removed": False}
+    pext = parent.ext or {}
+    if not parent.blocked or child.uid not in (pext.get("dependsOn") or ()):
+        return {"ok": True, "removed": False}
+    kids = [k for k in _children(parent) if k != child.uid]
+    unresolved = [d for d in pext.get("deps") or () if d != child.uid]
+    e.update_extras(child.id, {}, ("parentId", "parentPolicy"))
+    _data_with(sess, child, {}, ("__parentId", "__parentQueue"))
+    if kids:
+        _data_with(sess, parent, {"__childrenIds": kids})
+        extras, drop = {"childrenIds": kids, "dependsOn": unresolved}, ()
+    else:
+        _data_with(sess, parent, {}, ("__childrenIds",))
+        extras, drop = {"dependsOn": unresolved}, ("childrenIds",)
+    e.drop_dependencies(parent.id, [child.uid], "bunqueue", extras, drop)
+    return {"ok": True, "removed": True}
+
+
+@command("RemoveUnprocessedChildren", mutating=True)
+def remove_unprocessed_children(sess, cmd: dict):
+    """Cancel the parent's children that are still waiting (not active, not finished)."""
+    parent = find(sess, cmd.get("id"))
+    e = sess.port
+    for uid in _children(parent):
+        child = e.lookup(uid)
+        if child is not None and _waiting(child):
+            e.remove(child.id, "bunqueue", "cancel")
+    return ok_empty()
+
+
+@command("MoveToWaitingChildren", mutating=True)
+def move_to_waiting_children(sess, cmd: dict):
+    """An active job (its lock token when it has one) waits for its unmet dependencies:
+    {ok, data: {moved: true}}; else `Job is not active`. A job with none left is waiting
+    again at once (the reference parks it for good; docs/bunqueue.md)."""
+    job = find(sess, cmd.get("id"))
+    e = sess.port
+    if job is None or job.state is not RESERVED:
+        return err("Job is not active")
+    r = _active(sess, job.uid, cmd.get("token"))   # the token errors of ACK
+    if r.__class__ is dict:
+        return r
+    deps = list((job.ext or {}).get("deps") or ())
+    e.update_extras(job.id, {}, ("startedAt",))
+    if deps:
+        e.add_dependencies(job.id, deps, "bunqueue")
+        if e.job(job.id).state is RESERVED:   # every dependency completed meanwhile
+            e.requeue(job.id, 0, "release", "bunqueue")
+    else:
+        e.requeue(job.id, 0, "release", "bunqueue")
+    return {"ok": True, "data": {"moved": True}}

@@ -1,0 +1,342 @@
+"""bunqueue flows over a real socket: PUSHF (a parent with children, nested), the flow fields of
+the Job object, the state of a waiting parent (GetState, GetJobCounts, GetJobs), and
+GetChildrenValues, UpdateParent, GetFailedChildrenValues, GetIgnoredChildrenFailures,
+RemoveChildDependency, RemoveUnprocessedChildren, MoveToWaitingChildren.
+
+Replies as the real bunqueue 2.9.5 server gives them (run with JOBGATE_BQ_REFERENCE=1 to check
+this file against it); jobgate's choices in docs/bunqueue.md "Flows (issue 16)". Contract and
+conventions: tests/bunqueue_support.py.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+
+from .bunqueue_support import (GETJOB_KEYS, JOB_KEYS, OK, UNDEF, counts, err, job, jobgate_only,
+                               keys, qname, wait_until)
+
+
+def fid(prefix: str = "f") -> str:
+    """A fresh flow job id (tests share one server)."""
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def node(id, queue, name="n", data=None, parent=None, children=(), **opts) -> dict:
+    """One flow job as the real client's FlowProducer plans it (client/flowPlan.js):
+    `parent` is (id, queue); children are ids; the data carries the link metadata."""
+    d = dict(data or {})
+    inp = {"name": name, "data": d, "removeOnComplete": False, "removeOnFail": False}
+    if parent is not None:
+        d["__parentId"], d["__parentQueue"] = parent
+        inp["parentId"] = parent[0]
+    if children:
+        d["__childrenIds"] = list(children)
+        inp["dependsOn"] = list(children)
+        inp["childrenIds"] = list(children)
+    inp.update(opts)
+    return {"id": id, "queue": queue, "input": inp}
+
+
+def simple_flow(qp, qc, kid_opts=None, n=2):
+    """A parent in `qp` with `n` children in `qc` (children first, as the client sends)."""
+    p = fid("p")
+    kids = [fid("c") for _ in range(n)]
+    jobs = [node(k, qc, f"c{i}", {"i": i}, (p, qp), **(kid_opts or {}))
+            for i, k in enumerate(kids)]
+    jobs.append(node(p, qp, "parent", {"top": True}, children=kids))
+    return p, kids, jobs
+
+
+def take(c, q, ids, result=None) -> str:
+    """PULL `q` (no owner) expecting one of `ids` (the reference does not serve jobs created
+    in the same ms in creation order), ACK it with `result`; returns its id."""
+    r = c.pull(q)
+    assert r["job"] is not None and r["job"]["id"] in ids, r
+    c.ok("ACK", id=r["job"]["id"], result=result)
+    return r["job"]["id"]
+
+
+# ============================================================================ PUSHF
+def test_pushf_reply_carries_every_job_in_request_order(bq):
+    c = bq()
+    qp, qc = qname("fp"), qname("fc")
+    p, kids, jobs = simple_flow(qp, qc)
+    r = c.call("PUSHF", jobs=jobs)
+    assert r["ok"] is True and list(r) == ["ok", "data"] or keys(r) == ["data", "ok"], r
+    snaps = r["data"]["jobs"]
+    assert list(r["data"]) == ["jobs"]
+    assert [s["id"] for s in snaps] == kids + [p]
+    for s in snaps:
+        assert keys(s) == sorted(JOB_KEYS, key=str)
+    k0, par = snaps[0], snaps[-1]
+    assert k0["parentId"] == p and k0["childrenIds"] == [] and k0["dependsOn"] == []
+    assert k0["data"] == {"i": 0, "__parentId": p, "__parentQueue": qp}
+    assert k0["name"] == "c0" and k0["queue"] == qc and k0["customId"] is None
+    assert [e["state"] for e in k0["timeline"]] == ["waiting"]
+    assert par["parentId"] is None and par["childrenIds"] == kids and par["dependsOn"] == kids
+    assert par["data"] == {"top": True, "__childrenIds": kids}
+    assert [e["state"] for e in par["timeline"]] == ["waiting-children"]
+    assert par["childrenCompleted"] == 0
+    assert isinstance(par["createdAt"], float) and par["runAt"] == par["createdAt"]
+
+
+def test_waiting_parent_state_counts_and_listing(bq):
+    c = bq()
+    qp, qc = qname("fp"), qname("fc")
+    p, kids, jobs = simple_flow(qp, qc)
+    c.ok("PUSHF", jobs=jobs)
+    assert c.state(p) == "waiting-children"
+    assert c.counts(qp) == counts(waiting_children=1)
+    assert c.counts(qc) == counts(waiting=2)
+    g = job(c, p)
+    assert keys(g) == sorted(GETJOB_KEYS, key=str)
+    assert g["state"] == "waiting-children" and g["returnvalue"] is UNDEF
+    r = c.ok("GetJobs", queue=qp, state="waiting-children")
+    assert [j["id"] for j in r["jobs"]] == [p]
+    assert c.pull(qp)["job"] is None   # the parent is not served before its children
+
+
+def test_parent_is_served_after_its_last_child_and_reads_their_values(bq):
+    c = bq()
+    qp, qc = qname("fp"), qname("fc")
+    p, kids, jobs = simple_flow(qp, qc)
+    c.ok("PUSHF", jobs=jobs)
+    assert c.call("GetChildrenValues", id=p) == {"ok": True, "data": {"values": {}}}
+    k0 = take(c, qc, kids, {"r": 0})
+    assert c.call("GetChildrenValues", id=p) == {
+        "ok": True, "data": {"values": {f"{qc}:{k0}": {"r": 0}}}}
+    assert c.state(p) == "waiting-children"
+    assert c.pull(qp)["job"] is None
+    k1 = take(c, qc, kids, [1, "x"])
+    assert wait_until(lambda: c.state(p) == "waiting")
+    assert c.call("GetChildrenValues", id=p)["data"]["values"] == {
+        f"{qc}:{k0}": {"r": 0}, f"{qc}:{k1}": [1, "x"]}
+    r = c.pull(qp)
+    assert r["job"]["id"] == p and r["job"]["childrenIds"] == kids
+    assert r["job"]["dependsOn"] == kids
+    c.ok("ACK", id=p, result="done")
+    assert c.state(p) == "completed"
+    assert c.call("GetChildrenValues", id="nope") == {"ok": True, "data": {"values": {}}}
+
+
+def test_nested_flow_grandparent_waits_for_the_whole_tree(bq):
+    c = bq()
+    q = qname("fn")
+    top, mid, leaf = fid("t"), fid("m"), fid("l")
+    jobs = [node(leaf, q, "leaf", {}, (mid, q)),
+            node(mid, q, "mid", {}, (top, q), children=[leaf]),
+            node(top, q, "top", {}, children=[mid])]
+    c.ok("PUSHF", jobs=jobs)
+    assert [c.state(x) for x in (leaf, mid, top)] == ["waiting", "waiting-children",
+                                                      "waiting-children"]
+    take(c, q, [leaf], 1)
+    assert wait_until(lambda: c.state(mid) == "waiting")
+    assert c.state(top) == "waiting-children"
+    take(c, q, [mid], 2)
+    assert wait_until(lambda: c.state(top) == "waiting")
+    take(c, q, [top], 3)
+    assert c.call("GetChildrenValues", id=top)["data"]["values"] == {f"{q}:{mid}": 2}
+
+
+def test_pushf_empty_and_errors(bq):
+    c = bq()
+    q = qname("fe")
+    assert c.call("PUSHF", jobs=[]) == {"ok": True, "data": {"jobs": []}}
+    assert c.call("PUSHF") == err("undefined is not an object (evaluating 'cmd.jobs.map')")
+    a = fid("a")
+    assert c.call("PUSHF", jobs=[node(a, q, dependsOn=["zz"])]) == err(
+        "flow dependency not found: zz")
+    assert c.call("PUSHF", jobs=[node(a, q), node(a, q)]) == err(f"duplicate flow job id: {a}")
+    assert c.call("PUSHF", jobs=[node("a:b", q)]) == err("flow job id cannot contain a colon")
+    assert c.call("PUSHF", jobs=[node(a, "bad queue!")]) == err(
+        "invalid flow queue: bad queue!")
+    assert c.call("PUSHF", jobs=[node(a, q, data=None) | {"input": {"data": 5}}]) == err(
+        "flow job data must be an object")
+    assert c.call("PUSHF", jobs=[node(a, q, priority=1.5)]) == err(
+        "priority must be an integer")
+    assert c.call("PUSHF", jobs=[node(a, q, maxAttempts=0)]) == err(
+        "attempts must be between 1 and 1000")
+    assert c.call("PUSHF", jobs=[node(a, q, failParentOnFailure=True)]) == err(
+        "a flow failure policy requires a parent")
+    p = fid("p")
+    k = fid("k")
+    both = [node(k, q, parent=(p, q), failParentOnFailure=True,
+                 ignoreDependencyOnFailure=True), node(p, q, children=[k])]
+    assert c.call("PUSHF", jobs=both) == err("flow failure policies are mutually exclusive")
+    bad_meta = [node(k, q, parent=(p, "other")), node(p, q, children=[k])]
+    assert c.call("PUSHF", jobs=bad_meta) == err(
+        f"flow child {k} metadata does not match parent {p}")
+    cyc = [node(a, q, dependsOn=[p]), node(p, q, dependsOn=[a])]
+    assert c.call("PUSHF", jobs=cyc) == err("flow contains a dependency cycle")
+    assert c.count(q) == 0   # nothing of a refused flow was created
+    c.ok("PUSHF", jobs=[node(a, q)])
+    assert c.call("PUSHF", jobs=[node(fid(), q), node(a, q)]) == err(
+        f"Flow job {a} already exists")
+    assert c.count(q) == 1
+
+
+# ================================================================== child failures
+def _fail_for_good(c, q, ids, error="boom") -> str:
+    """PULL one of `ids` from `q` with a lock and FAIL it (maxAttempts 1: for good)."""
+    r = c.pull(q, owner="w")
+    assert r["job"]["id"] in ids, r
+    c.ok("FAIL", id=r["job"]["id"], error=error, token=r["token"])
+    return r["job"]["id"]
+
+
+def test_ignore_dependency_on_failure_releases_parent_and_records_error(bq):
+    c = bq()
+    qp, qc = qname("fp"), qname("fc")
+    p, kids, jobs = simple_flow(qp, qc, {"ignoreDependencyOnFailure": True, "maxAttempts": 1})
+    c.ok("PUSHF", jobs=jobs)
+    assert job(c, kids[0])["ignoreDependencyOnFailure"] is True
+    ok = take(c, qc, kids, 7)
+    bad = _fail_for_good(c, qc, kids)
+    assert wait_until(lambda: c.state(p) == "waiting")
+    assert c.call("GetIgnoredChildrenFailures", id=p) == {
+        "ok": True, "values": {f"{qc}:{bad}": "boom"}}
+    assert c.call("GetFailedChildrenValues", id=p) == {"ok": True, "values": {}}
+    r = c.pull(qp)
+    assert r["job"]["id"] == p and r["job"]["dependsOn"] == [ok]
+    assert r["job"]["childrenIds"] == kids
+
+
+def test_fail_parent_on_failure_fails_the_parent(bq):
+    c = bq()
+    qp, qc = qname("fp"), qname("fc")
+    p, kids, jobs = simple_flow(qp, qc, {"failParentOnFailure": True, "maxAttempts": 1}, n=1)
+    c.ok("PUSHF", jobs=jobs)
+    _fail_for_good(c, qc, kids, "bad input")
+    assert wait_until(lambda: c.state(p) == "failed")
+    msg = f"Child job {kids[0]} failed: bad input"
+    g = job(c, p)
+    assert g["failedReason"] is UNDEF and g["attempts"] == 0   # no failed attempt of its own
+    assert c.counts(qp) == counts(failed=1)
+    e = c.ok("Dlq", queue=qp)["entries"][0]
+    assert e["job"]["id"] == p and e["reason"] == "unknown" and e["error"] == msg
+    assert [(a["attempt"], a["reason"], a["error"]) for a in e["attempts"]] == [
+        (0, "unknown", msg)]
+    assert c.call("GetResult", id=p) == {"ok": True, "id": p, "result": UNDEF}
+
+
+def test_continue_parent_on_failure_records_failed_child_values(bq):
+    c = bq()
+    qp, qc = qname("fp"), qname("fc")
+    p, kids, jobs = simple_flow(qp, qc, {"continueParentOnFailure": True, "maxAttempts": 1})
+    c.ok("PUSHF", jobs=jobs)
+    bad = _fail_for_good(c, qc, kids, "e1")
+    assert wait_until(lambda: c.state(p) == "waiting")   # the other child is not waited for
+    assert c.call("GetFailedChildrenValues", id=p) == {
+        "ok": True, "values": {f"{qc}:{bad}": "e1"}}
+    assert c.call("GetIgnoredChildrenFailures", id=p) == {"ok": True, "values": {}}
+
+
+def test_without_a_policy_the_parent_keeps_waiting(bq):
+    c = bq()
+    qp, qc = qname("fp"), qname("fc")
+    p, kids, jobs = simple_flow(qp, qc, {"maxAttempts": 1}, n=1)
+    c.ok("PUSHF", jobs=jobs)
+    _fail_for_good(c, qc, kids)
+    time.sleep(0.2)
+    assert c.state(p) == "waiting-children"
+    assert c.pull(qp)["job"] is None
+
+
+# ==================================================================== link commands
+def test_update_parent_links_a_job_and_the_parent_waits_for_it(bq):
+    c = bq()
+    q = qname("fu")
+    parent = c.push(q, {"p": 1})
+    child = c.push(q, {"c": 1})
+    assert c.call("UpdateParent", childId=child, parentId=parent) == OK
+    assert c.state(parent) == "waiting-children"
+    g = job(c, parent)
+    assert g["childrenIds"] == [child] and g["dependsOn"] == [child]
+    assert g["data"] == {"p": 1, "__childrenIds": [child]}
+    k = job(c, child)
+    assert k["parentId"] == parent and k["data"] == {"c": 1, "__parentId": parent,
+                                                     "__parentQueue": q}
+    take(c, q, [child], "v")
+    assert wait_until(lambda: c.state(parent) == "waiting")
+    assert c.call("GetChildrenValues", id=parent)["data"]["values"] == {f"{q}:{child}": "v"}
+
+
+def test_update_parent_errors(bq):
+    c = bq()
+    q = qname("fu")
+    a = c.push(q, {})
+    assert c.call("UpdateParent", childId=a, parentId=a) == err(
+        "A flow job cannot be its own parent")
+    assert c.call("UpdateParent", childId="nope", parentId=a) == err(
+        "Child job not found: nope")
+    assert c.call("UpdateParent", childId=a, parentId="nope") == err(
+        "Parent job not found: nope")
+    b = c.push(q, {})
+    d = c.push(q, {})
+    c.ok("UpdateParent", childId=a, parentId=b)
+    assert c.call("UpdateParent", childId=a, parentId=d) == err(
+        f"Child job {a} already belongs to parent {b}")
+    q2 = qname("fu")
+    active = c.push(q2, {})
+    assert c.pull(q2)["job"]["id"] == active
+    x = c.push(q2, {})
+    assert c.call("UpdateParent", childId=x, parentId=active) == err(
+        f"Parent job {active} is not linkable")
+
+
+def test_remove_child_dependency(bq):
+    c = bq()
+    qp, qc = qname("fp"), qname("fc")
+    p, kids, jobs = simple_flow(qp, qc)
+    c.ok("PUSHF", jobs=jobs)
+    assert c.call("RemoveChildDependency", id="nope") == err("Job not found: nope")
+    assert c.call("RemoveChildDependency", id=p) == err(f"Job {p} has no parent")
+    assert c.call("RemoveChildDependency", id=kids[0]) == {"ok": True, "removed": True}
+    k = job(c, kids[0])
+    assert k["parentId"] is None and k["data"] == {"i": 0}
+    g = job(c, p)
+    assert g["childrenIds"] == [kids[1]] and g["dependsOn"] == [kids[1]]
+    assert g["data"] == {"top": True, "__childrenIds": [kids[1]]}
+    assert g["state"] == "waiting-children"
+    assert c.call("RemoveChildDependency", id=kids[1]) == {"ok": True, "removed": True}
+    assert wait_until(lambda: c.state(p) == "waiting")
+    g = job(c, p)
+    assert g["childrenIds"] == [] and g["dependsOn"] == [] and g["data"] == {"top": True}
+    assert c.call("RemoveChildDependency", id=kids[1]) == err(f"Job {kids[1]} has no parent")
+
+
+def test_remove_unprocessed_children(bq):
+    c = bq()
+    qp, qc = qname("fp"), qname("fc")
+    p, kids, jobs = simple_flow(qp, qc, n=3)
+    c.ok("PUSHF", jobs=jobs)
+    active = c.pull(qc)["job"]["id"]   # an active child stays
+    assert c.call("RemoveUnprocessedChildren", id=p) == OK
+    assert c.state(active) == "active"
+    assert sorted(c.state(k) for k in kids) == ["active", "unknown", "unknown"]
+    assert c.call("RemoveUnprocessedChildren", id="nope") == OK
+
+
+def test_move_to_waiting_children_errors(bq):
+    c = bq()
+    q = qname("fm")
+    assert c.call("MoveToWaitingChildren", id="nope") == err("Job is not active")
+    a = c.push(q, {})
+    assert c.call("MoveToWaitingChildren", id=a) == err("Job is not active")
+    r = c.pull(q, owner="w")
+    assert c.call("MoveToWaitingChildren", id=a, token="bad") == err(
+        f"Invalid or expired lock token for job {a}")
+    assert c.call("MoveToWaitingChildren", id=a, token=r["token"]) == {
+        "ok": True, "data": {"moved": True}}
+
+
+@jobgate_only("a job that waits for nothing is waiting again at once (the reference parks "
+              "it in waiting-children for good)")
+def test_move_to_waiting_children_without_children_is_waiting_again(bq):
+    c = bq()
+    q = qname("fm")
+    a = c.push(q, {})
+    r = c.pull(q, owner="w")
+    c.ok("MoveToWaitingChildren", id=a, token=r["token"])
+    assert c.state(a) == "waiting"
+    assert c.pull(q)["job"]["id"] == a
