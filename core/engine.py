@@ -411,6 +411,10 @@ class Engine(Queues, Scheduling, Outcomes, Extras, Flows):
                 feed.emit(job, row.events, prev, owner.dialect, True, owner.name)
             else:
                 feed.emit(job, row.events, prev, dialect)
+        if owner is not None and prev is RESERVED and self.dependents:
+            # beanstalk's success: its holder deleted it; jobs waiting for it go on
+            # (core/flows.py; any other delete leaves them waiting)
+            self._deps_done(self.uid_of(job))
         self._gc(q)
         return True
 

@@ -9,8 +9,10 @@ keys the engine reads itself:
 - ``uniqueKey`` (str): while the job is unfinished, no other job of its queue may take the key
   (`dedup_job`); the key is released when the job finishes or is deleted.
 - ``deps`` (list of uid str): unmet dependencies. Such a job waits in DELAYED with the far
-  deadline BLOCKED_MS and becomes ready when the last dependency completes (`_deps_done`). A
-  dependency that is deleted without completing leaves it waiting.
+  deadline BLOCKED_MS and becomes ready when the last dependency completes (`_deps_done`),
+  or is deleted by the owner that reserved it (beanstalk's `delete` after `reserve`, its only
+  word for success). A dependency that is deleted otherwise (cancelled, deleted while not
+  reserved, evicted) leaves it waiting. Flows build on this: core/flows.py.
 - ``lifo`` (true): among equal priorities, this job is served before older ones.
 - ``resultFmt`` (1): the result is a MessagePack value (a bunqueue ACK result).
 

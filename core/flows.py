@@ -4,7 +4,8 @@ cross-dialect rule is in docs/mapping.md, "Flows (issue 16)").
 A flow is built from the dependencies of core/extras.py: a parent is a job whose extras hold
 the uids it waits for in ``deps``, so it waits in DELAYED at the far deadline BLOCKED_MS and is
 served by no dialect (beanstalk reserve, workq lease, bunqueue PULL; beanstalk `kick`,
-`kick-job` and `reserve-job` leave it alone) until its last child completes. `Flows` is a base
+`kick-job` and `reserve-job` leave it alone) until its last child is done: completed (bunqueue
+ACK, workq complete) or deleted by the beanstalk connection that reserved it. `Flows` is a base
 of core.engine.Engine and adds what a flow needs beyond that, with the extras keys the engine
 reads or writes itself (stored with the job, so they survive a restart):
 
