@@ -253,6 +253,7 @@ def test_update_parent_links_a_job_and_the_parent_waits_for_it(bq):
     g = job(c, parent)
     assert g["childrenIds"] == [child] and g["dependsOn"] == [child]
     assert g["data"] == {"p": 1, "__childrenIds": [child]}
+    assert [e["state"] for e in g["timeline"]] == ["waiting", "waiting-children"]
     k = job(c, child)
     assert k["parentId"] == parent and k["data"] == {"c": 1, "__parentId": parent,
                                                      "__parentQueue": q}
@@ -340,3 +341,43 @@ def test_move_to_waiting_children_without_children_is_waiting_again(bq):
     c.ok("MoveToWaitingChildren", id=a, token=r["token"])
     assert c.state(a) == "waiting"
     assert c.pull(q)["job"]["id"] == a
+
+
+# ============================================================ PUSH with a parent
+def test_push_with_a_parent_links_the_new_child(bq):
+    """Queue.add(name, data, {parent: {id, queue}}): PUSHB with parentId and the link in the
+    data (client queue/operations/add/payload.js)."""
+    c = bq()
+    qp, qc = qname("fp"), qname("fc")
+    parent = c.push(qp, {"p": 1})
+    r = c.ok("PUSHB", queue=qc, jobs=[{"name": "kid", "data": {"k": 1, "__parentId": parent,
+                                                             "__parentQueue": qp},
+                                       "parentId": parent, "failParentOnFailure": True}])
+    kid = r["ids"][0]
+    assert c.state(parent) == "waiting-children"
+    g = job(c, parent)
+    assert g["childrenIds"] == [kid] and g["dependsOn"] == [kid]
+    assert g["data"] == {"p": 1, "__childrenIds": [kid]}
+    assert [e["state"] for e in g["timeline"]] == ["waiting", "waiting-children"]
+    k = job(c, kid)
+    assert k["parentId"] == parent and k["failParentOnFailure"] is True
+    take(c, qc, [kid], "v")
+    assert wait_until(lambda: c.state(parent) == "waiting")
+    assert c.call("GetChildrenValues", id=parent)["data"]["values"] == {f"{qc}:{kid}": "v"}
+
+
+def test_push_with_a_parent_errors(bq):
+    c = bq()
+    qp, qc = qname("fp"), qname("fc")
+    parent = c.push(qp, {})
+
+    def add(pid, pq, **kw):
+        return c.call("PUSH", queue=qc, data={"__parentId": pid, "__parentQueue": pq},
+                      parentId=pid, **kw)
+    assert add("nope", qp) == err("Parent job not found: nope")
+    assert add(parent, "other") == err(f"Parent job {parent} belongs to queue {qp}, not other")
+    me = fid("me")
+    assert add(me, qp, jobId=me) == err("A job cannot be its own parent")
+    assert c.pull(qp)["job"]["id"] == parent
+    assert add(parent, qp) == err(f"Parent job {parent} is not linkable")
+    assert c.count(qc) == 0

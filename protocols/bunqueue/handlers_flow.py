@@ -33,16 +33,82 @@ def _array(items: list) -> bytes:
 
 
 # ------------------------------------------------------------------ PUSHF
-def _flow_ext(inp: dict, id: str, unmet: list) -> dict:
-    ext = build_ext(inp, inp.get("customId"), unmet) or {}
-    if inp.get("parentId"):
-        ext["parentId"] = inp["parentId"]
+def with_parent(ext: dict | None, opts: dict) -> dict:
+    """`ext` plus the child's flow fields from PUSH / flow options: ``parentId`` and the
+    ``parentPolicy`` its failure flag names (core/flows.py)."""
+    ext = dict(ext) if ext else {}
+    if opts.get("parentId"):
+        ext["parentId"] = str(opts["parentId"])
         for flag, policy in _FLAG_POLICY.items():
-            if inp.get(flag) is True:
+            if opts.get(flag) is True:
                 ext["parentPolicy"] = policy
+    return ext
+
+
+def _flow_ext(inp: dict, id: str, unmet: list) -> dict:
+    ext = with_parent(build_ext(inp, inp.get("customId"), unmet), inp)
     if inp.get("childrenIds"):
         ext["childrenIds"] = list(inp["childrenIds"])
     return ext
+
+
+# ------------------------------------------------------- PUSH with a parent
+def _link_queue(opts: dict):
+    """The parent's queue a PUSH names in its data (`__parentQueue`, with `__parentId` equal
+    to `parentId`: Queue.add's parent option), or None (a bare parentId: no link is made;
+    parentLinkInput.js)."""
+    data = opts.get("data")
+    if data.__class__ is not dict or str(data.get("__parentId")) != str(opts["parentId"]):
+        return None
+    q = data.get("__parentQueue")
+    return q if q.__class__ is str and q else None
+
+
+def parent_link_error(sess, opts: dict, custom) -> str | None:
+    """The reference's error for a PUSH that links a new child to a parent, or None
+    (parentLink.js validateParentLinkInputs: the parent is waiting in the named queue)."""
+    q = _link_queue(opts)
+    if q is None:
+        return None
+    pid = str(opts["parentId"])
+    if custom is not None and str(custom) == pid:
+        return "A job cannot be its own parent"
+    parent = sess.port.lookup(pid)
+    if parent is None:
+        return f"Parent job not found: {pid}"
+    if not _waiting(parent):
+        return f"Parent job {pid} is not linkable"
+    if parent.queue != q:
+        return f"Parent job {pid} belongs to queue {parent.queue}, not {q}"
+    return None
+
+
+def _link_fields(sess, parent, kids: list, uid: str) -> dict:
+    """The parent's extras after declaring child `uid`: childrenIds, dependsOn and, when it
+    did not wait for children yet, a ``waiting-children`` timeline entry (parentLink.js)."""
+    pext = parent.ext or {}
+    deps = list(pext.get("dependsOn") or ())
+    if uid not in deps:
+        deps.append(uid)
+    fields = {"childrenIds": kids, "dependsOn": deps}
+    if not pext.get("childrenIds") and not pext.get("deps"):
+        fields["timeline"] = list(pext.get("timeline", ())) + [
+            {"state": "waiting-children", "timestamp": float(sess.port.clock.wall_ms())}]
+    return fields
+
+
+def link_new_child(sess, uid: str, opts: dict) -> None:
+    """After a PUSH with a parent link: the parent (checked by parent_link_error) declares the
+    new child and waits for it (parentLink.js prepareParentLink / commitParentLink)."""
+    if _link_queue(opts) is None:
+        return
+    e = sess.port
+    parent = e.lookup(str(opts["parentId"]))
+    kids = _children(parent)
+    if uid not in kids:
+        kids.append(uid)
+    e.add_dependencies(parent.id, [uid], "bunqueue", _link_fields(sess, parent, kids, uid))
+    _data_with(sess, parent, {"__childrenIds": kids})
 
 
 @command("PUSHF", mutating=True)
@@ -180,13 +246,11 @@ def update_parent(sess, cmd: dict):
     if child.uid not in kids:
         if not _waiting(parent):
             return err(f"Parent job {parent.uid} is not linkable")
+        fields = _link_fields(sess, parent, kids + [child.uid], child.uid)
         kids.append(child.uid)
-        pext = parent.ext or {}
-        deps = list(pext.get("dependsOn") or ())
-        if child.uid not in deps:
-            deps.append(child.uid)
-        e.add_dependencies(parent.id, [child.uid], "bunqueue",
-                           {"childrenIds": kids, "dependsOn": deps})
+        if child.state is COMPLETED:
+            fields.pop("timeline", None)   # nothing to wait for (parentLink.js childFinished)
+        e.add_dependencies(parent.id, [child.uid], "bunqueue", fields)
         _data_with(sess, parent, {"__childrenIds": kids})
     e.update_extras(child.id, {"parentId": parent.uid})
     _data_with(sess, child, link)

@@ -99,8 +99,10 @@ def run_at(job) -> int:
 def first_state(job, ext) -> str:
     """The state a job entered when it was created (the first timeline entry): a flow
     parent or a job with dependencies ``waiting-children`` (bunqueue pushInsert.js
-    initialJobState), else delayed, prioritized or waiting."""
-    if ext.get("childrenIds") or ext.get("deps"):
+    initialJobState), else delayed, prioritized or waiting. A job that became a parent later
+    has its own ``waiting-children`` entry in the extras' timeline."""
+    if (ext.get("childrenIds") or ext.get("deps")) and not any(
+            t.get("state") == "waiting-children" for t in ext.get("timeline", ())):
         return "waiting-children"
     return "delayed" if job.delay_ms else ("prioritized" if job.priority < 0 else "waiting")
 
