@@ -124,6 +124,9 @@ def test_workq_lease_gets_the_parent_only_after_the_children_are_done(bq, wq):
     qp, qc = qname("xp"), qname("xc")
     p, kids = push_flow(c, qp, qc)
     assert w.cmd(b"lease %s 100\r\n" % qp.encode()) == b"-TIMEOUT\r\n"
+    keys = w.inspect_job(p)
+    assert keys["state"] == "0"                        # new: never leased
+    assert int(keys["time"][:4]) >= 2100               # due about 100 years from now
     for k in kids:   # workq leases and completes the children
         r = w.cmd(b"lease %s 1000\r\n" % qc.encode())
         assert r.startswith(b"+OK 1\r\n")
