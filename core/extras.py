@@ -88,7 +88,7 @@ class Extras:
             del ext["deps"]
             job.ext = ext
             if job.state is DELAYED and job.ready_at >= self.clock.monotonic_ms() + BLOCKED_MS // 2:
-                self.requeue(job, 0, "ready", "jobgate")
+                self.deps_released(job)   # core/flows.py
             else:
                 self._mark(job)
 

@@ -82,7 +82,8 @@ class Flows:
     def drop_dependencies(self, job: Job, uids, dialect: str) -> list:
         """`job` no longer waits for the jobs `uids` (None: for any); they also leave its
         ``dependsOn`` list when it has one. A parked job waiting for nothing more becomes
-        ready. Returns the uids that were unmet and are dropped."""
+        ready at once (its ``runAt`` extra: now, as bunqueue sets it; its own delay is not
+        waited for, as in bunqueue). Returns the uids that were unmet and are dropped."""
         ext = job.ext
         if ext is None:
             return []
@@ -105,10 +106,31 @@ class Flows:
                     del self.dependents[u]
         if not left and job.state is DELAYED and job.ready_at >= (
                 self.clock.monotonic_ms() + BLOCKED_MS // 2):
+            ext = dict(job.ext)
+            ext["runAt"] = self.clock.wall_ms()   # due now (flow-options.js)
+            job.ext = ext
             self.requeue(job, 0, "ready", dialect)
         else:
             self._mark(job)
         return gone
+
+    def deps_released(self, job: Job) -> None:
+        """Parked `job` has no unmet dependency left (the last one completed): it is ready,
+        or delayed until created + its own delay when that is still ahead (bunqueue
+        dependencyProcessor.js: runAt decides). A job with a declared ``dependsOn`` list
+        gets a timeline entry for the state it enters (waiting / prioritized / delayed, as
+        bunqueue names them: core/failures.py keeps the timeline)."""
+        now = self.clock.wall_ms()
+        left = job.created_ms + job.delay_ms - now if job.delay_ms else 0
+        ext = job.ext
+        if ext is not None and "dependsOn" in ext:
+            state = "delayed" if left > 0 else ("prioritized" if job.priority < 0
+                                                 else "waiting")
+            ext = dict(ext)
+            ext["timeline"] = list(ext.get("timeline", ())) + [
+                {"state": state, "timestamp": float(now)}]
+            job.ext = failures.trimmed(ext)
+        self.requeue(job, left if left > 0 else 0, "ready", "jobgate")
 
     # ------------------------------------------------------------ failures
     def _child_failed(self, child: Job, error) -> None:

@@ -114,9 +114,29 @@ def test_parent_is_served_after_its_last_child_and_reads_their_values(bq):
     r = c.pull(qp)
     assert r["job"]["id"] == p and r["job"]["childrenIds"] == kids
     assert r["job"]["dependsOn"] == kids
+    assert [e["state"] for e in r["job"]["timeline"]] == ["waiting-children", "waiting",
+                                                          "active"]
+    assert r["job"]["runAt"] == r["job"]["createdAt"]
     c.ok("ACK", id=p, result="done")
     assert c.state(p) == "completed"
     assert c.call("GetChildrenValues", id="nope") == {"ok": True, "data": {"values": {}}}
+
+
+def test_a_parent_with_a_delay_waits_for_it_after_its_children(bq):
+    c = bq()
+    qp, qc = qname("fp"), qname("fc")
+    p, kid = fid("p"), fid("c")
+    jobs = [node(kid, qc, "c", {}, (p, qp)), node(p, qp, "p", {}, children=[kid], delay=1500)]
+    c.ok("PUSHF", jobs=jobs)
+    assert c.state(p) == "waiting-children"
+    take(c, qc, [kid])
+    assert wait_until(lambda: c.state(p) == "delayed")
+    g = job(c, p)
+    assert [e["state"] for e in g["timeline"]] == ["waiting-children", "delayed"]
+    assert g["runAt"] == g["createdAt"] + 1500
+    assert c.pull(qp)["job"] is None
+    r = c.pull(qp, timeout=5000)
+    assert r["job"]["id"] == p
 
 
 def test_nested_flow_grandparent_waits_for_the_whole_tree(bq):

@@ -190,3 +190,19 @@ def test_a_beanstalk_delete_of_a_reserved_child_is_done_other_deletes_are_not(po
     assert port.job(parent).ext["deps"] == [port.job(other).uid]
     port.remove(other, "bunqueue", "cancel")     # a cancelled child is not done
     assert port.job(parent).state == DELAYED and port.job(parent).blocked
+
+
+def test_a_parent_with_its_own_delay_waits_for_the_rest_of_it(port):
+    uid = "delayed-kid"
+    port.put("kids", b"k", 0, 0, 10_000, "bunqueue", uid, ext={"parentId": "delayed-parent"})
+    p = port.put("parents", b"p", 0, 60_000, 10_000, "bunqueue", "delayed-parent",
+                 ext={"deps": [uid], "dependsOn": [uid], "childrenIds": [uid]})
+    assert port.job(p).blocked
+    step(port, 20_000)
+    o = port.new_owner("bunqueue")
+    port.complete(reserve_now(port, o, "kids").id, b"", "bunqueue")
+    v = port.job(p)
+    assert v.state == DELAYED and not v.blocked and v.left_ms == 40_000
+    assert [t["state"] for t in v.ext["timeline"]] == ["delayed"]
+    step(port, 40_000)
+    assert reserve_now(port, o, "parents").id == p
