@@ -401,3 +401,31 @@ def test_push_with_a_parent_errors(bq):
     assert c.pull(qp)["job"]["id"] == parent
     assert add(parent, qp) == err(f"Parent job {parent} is not linkable")
     assert c.count(qc) == 0
+
+
+@jobgate_only("the reference answers these with JavaScript TypeError texts")
+def test_hostile_flow_commands_get_an_error_and_the_connection_stays(bq):
+    c = bq()
+    q = qname("fh")
+    for jobs in ("x", 5, {"a": 1}, [5], [None], [{"id": "a"}], [{"id": "a", "input": 3}],
+                 [{"id": 5, "queue": q, "input": {"data": {}}}],
+                 [{"id": "a", "queue": q, "input": {"data": {}, "name": 7}}],
+                 [{"id": "a", "queue": q, "input": {"data": {}, "dependsOn": [1]}}],
+                 [{"id": "a", "queue": q, "input": {"data": {}, "parentId": 3}}],
+                 [{"id": "a", "queue": q, "input": {"data": {}, "priority": 2 ** 40}}],
+                 [{"id": "a", "queue": q, "input": {"data": {}, "backoff": {"type": "x"}}}],
+                 [{"id": "a", "queue": q, "input": {"data": {}, "lifo": "yes"}}],
+                 [{"id": "a", "queue": q, "input": {"data": {}, "tags": [1]}}],
+                 [{"id": "a", "queue": q, "input": {"data": {}, "uniqueKey": "k"}}]):
+        r = c.call("PUSHF", jobs=jobs)
+        assert r["ok"] is False and isinstance(r["error"], str), (jobs, r)
+    for cmd, fields in (("UpdateParent", {"childId": {"x": 1}, "parentId": [1]}),
+                        ("RemoveChildDependency", {}), ("GetChildrenValues", {"id": None}),
+                        ("GetFailedChildrenValues", {"id": 3}),
+                        ("RemoveUnprocessedChildren", {"id": [1]}),
+                        ("MoveToWaitingChildren", {"id": b"x", "token": 5})):
+        r = c.call(cmd, **fields)
+        assert isinstance(r, dict) and "ok" in r, (cmd, r)
+    assert c.call("RemoveChildDependency") == err("Job not found: undefined")
+    assert c.count(q) == 0
+    assert c.call("Ping")["ok"] is True

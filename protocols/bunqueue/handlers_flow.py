@@ -14,6 +14,7 @@ from __future__ import annotations
 from core.api import BURIED, COMPLETED, DELAYED, READY, RESERVED
 
 from . import flow_check
+from .flow_check import _js
 from .codec import map_header, pack, unpack_value
 from .info import DEFAULT_LOCK_TTL_MS
 from .jobview import DEFAULT_MAX_ATTEMPTS, POLICY_FLAGS, job_body, result_body
@@ -237,7 +238,7 @@ def update_parent(sess, cmd: dict):
             return ok_empty()   # a declared child already gone
         return err(f"Child job not found: {cid}")
     if parent is None:
-        return err(f"Parent job not found: {pid}")
+        return err(f"Parent job not found: {_js(pid)}")
     owner = _owner_of(child)
     if owner is not None and owner != "pending" and owner != parent.uid:
         return err(f"Child job {child.uid} already belongs to parent {owner}")
@@ -267,10 +268,10 @@ def remove_child_dependency(sess, cmd: dict):
     cid = cmd.get("id")
     child = find(sess, cid)
     if child is None:
-        return err(f"Job not found: {cid}")
+        return err(f"Job not found: {_js(cid)}")
     pid = (child.ext or {}).get("parentId")
     if pid is None:
-        return err(f"Job {cid} has no parent")
+        return err(f"Job {_js(cid)} has no parent")
     e = sess.port
     parent = e.lookup(pid)
     if parent is None or not _waiting(parent) or child.state not in (READY, DELAYED, RESERVED):
