@@ -429,3 +429,10 @@ def test_hostile_flow_commands_get_an_error_and_the_connection_stays(bq):
     assert c.call("RemoveChildDependency") == err("Job not found: undefined")
     assert c.count(q) == 0
     assert c.call("Ping")["ok"] is True
+
+
+def test_link_errors_write_ids_as_javascript_does(bq):
+    c = bq()
+    assert c.call("UpdateParent", childId={"x": 1}, parentId=[1]) == err(
+        "Child job not found: [object Object]")
+    assert c.call("RemoveChildDependency") == err("Job not found: undefined")

@@ -40,6 +40,10 @@ def _js(v) -> str:
         return "true" if v else "false"
     if v.__class__ is float and v.is_integer():
         return str(int(v))
+    if v.__class__ is dict:
+        return "[object Object]"
+    if v.__class__ is list:
+        return ",".join("" if x is None else _js(x) for x in v)
     return str(v)
 
 

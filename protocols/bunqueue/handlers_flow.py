@@ -236,7 +236,7 @@ def update_parent(sess, cmd: dict):
     if child is None:
         if parent is not None and str(cid) in _children(parent):
             return ok_empty()   # a declared child already gone
-        return err(f"Child job not found: {cid}")
+        return err(f"Child job not found: {_js(cid)}")
     if parent is None:
         return err(f"Parent job not found: {_js(pid)}")
     owner = _owner_of(child)
