@@ -199,17 +199,21 @@ def _topology(jobs: list) -> str | None:
         if len(set(kids)) != len(kids):
             return f"duplicate child in flow job: {j['id']}"
         links[j["id"]] = (deps, kids)
+    sets = {id: (set(deps), set(kids)) for id, (deps, kids) in links.items()}
     for j in jobs:
         id = j["id"]
         deps, kids = links[id]
+        dep_set = sets[id][0]
         for d in deps:
             if d not in by_id:
                 return f"flow dependency not found: {d}"
             if d == id:
                 return f"flow job cannot depend on itself: {id}"
         for k in kids:
-            if k not in deps:
+            if k not in dep_set:
                 return f"flow child is missing from dependencies: {k}"
+            if k not in by_id:
+                return f"flow child not found: {k}"
             if by_id[k]["input"].get("parentId") != id:
                 return f"flow child {k} does not point back to parent {id}"
         data = j["input"]["data"]
@@ -218,7 +222,7 @@ def _topology(jobs: list) -> str | None:
             parent = by_id.get(p)
             if parent is None:
                 return f"flow parent not found: {p}"
-            if id not in links[p][1]:
+            if id not in sets[p][1]:
                 return f"flow parent {p} does not own child {id}"
             if data.get("__parentId") != p or data.get("__parentQueue") != parent["queue"]:
                 return f"flow child {id} metadata does not match parent {p}"
