@@ -60,6 +60,11 @@ def check_flows(out: dict) -> None:
         "kind": "ignored", "values": {f"{C}:{ig['ok']}": {"n": 10, "sq": 100}},
         "ignored": {f"{C}:{ig['bad']}": "bad child 11"}}
     assert out["reportResult"] == {"sum": 3}
+    lo = out["legacyOrder"]
+    assert sorted(lo) == ["merge", "p1", "p2", "s1", "s2", "s3"]
+    assert lo.index("s1") < lo.index("s2") < lo.index("s3")
+    assert lo.index("p1") < lo.index("merge") and lo.index("p2") < lo.index("merge")
+    assert len(out["chainIds"]) == 3 and len(out["thenIds"]["parallelIds"]) == 2
     assert out["treeFlow"] == {"id": ids["report"], "children": [
         {"id": ids["a"], "children": []}, {"id": ids["b"], "children": [ids["b1"]]}]}
 

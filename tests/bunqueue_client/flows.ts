@@ -10,6 +10,7 @@
 //   ignored - parent (P) <- [ok (C), bad (C, ignoreDependencyOnFailure, attempts 1)]:
 //             the parent runs and reads job.getIgnoredChildrenFailures()
 //   doomed  - parent (P) <- [bad (C, failParentOnFailure, attempts 1)]: the parent fails
+//   legacy  - addChain s1 -> s2 -> s3 and addBulkThen [p1, p2] -> merge on queue L
 // Before any worker exists, the states of the tree (flow node job.getState()) are recorded.
 import { FlowProducer, Queue, Worker } from "bunqueue/client";
 
@@ -24,6 +25,7 @@ const connection = { host, port, commandTimeout: 10_000 };
 const tag = `${Date.now()}-${Math.random().toString(36).slice(2, 8)}`;
 const P = `jgfp-${tag}`;
 const C = `jgfc-${tag}`;
+const L = `jgfl-${tag}`;
 const DEADLINE_MS = 20_000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -85,6 +87,25 @@ async function main() {
     });
     out.doomedIds = { parent: doomed.job.id, bad: doomed.children![0].job.id };
 
+    // legacy API: a chain (each step waits for the one before) and parallel-then-merge; the
+    // later steps have the higher priorities, so only the dependencies keep them back
+    const chain = await flow.addChain([
+      { name: "s1", queueName: L, data: { n: 1 } },
+      { name: "s2", queueName: L, data: { n: 2 }, opts: { priority: 5 } },
+      { name: "s3", queueName: L, data: { n: 3 }, opts: { priority: 10 } },
+    ]);
+    const then = await flow.addBulkThen(
+      [{ name: "p1", queueName: L, data: { n: 4 } }, { name: "p2", queueName: L, data: { n: 5 } }],
+      { name: "merge", queueName: L, data: { n: 6 }, opts: { priority: 20 } },
+    );
+    out.chainIds = chain.jobIds;
+    out.thenIds = then;
+    const legacy: string[] = [];
+    workers.push(new Worker(L, async (job) => {
+      legacy.push(job.name);
+      return { n: (job.data as any).n };
+    }, { connection, embedded: false, concurrency: 1 }));
+
     const order: string[] = [];
     const parentSeen: Record<string, any> = {};
     workers.push(new Worker(C, async (job) => {
@@ -104,6 +125,11 @@ async function main() {
     await waitFor("tree parent completed", async () => (await pq.getJobState(ids.report)) === "completed");
     await waitFor("ignored parent completed", async () => (await pq.getJobState(ignored.job.id)) === "completed");
     await waitFor("doomed parent failed", async () => (await pq.getJobState(doomed.job.id)) === "failed");
+    const lq = new Queue(L, { connection, embedded: false });
+    await waitFor("chain done", async () => (await lq.getJobState(chain.jobIds[2])) === "completed");
+    await waitFor("merge done", async () => (await lq.getJobState(then.finalId)) === "completed");
+    await lq.close();
+    out.legacyOrder = legacy;
     out.order = order;
     out.parentSeen = parentSeen;
     out.reportResult = (await pq.getJob(ids.report))?.returnvalue ?? null;
