@@ -411,6 +411,9 @@ class Engine(Queues, Scheduling, Outcomes, Extras, Flows):
                 feed.emit(job, row.events, prev, owner.dialect, True, owner.name)
             else:
                 feed.emit(job, row.events, prev, dialect)
+        if prev is COMPLETED and job.ext is not None and job.result_ok \
+                and job.ext.get("parentId") is not None:
+            self._keep_child_value(job)   # core/flows.py
         if owner is not None and prev is RESERVED and self.dependents:
             # beanstalk's success: its holder deleted it; jobs waiting for it go on
             # (core/flows.py; any other delete leaves them waiting)

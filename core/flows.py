@@ -21,6 +21,8 @@ reads or writes itself (stored with the job, so they survive a restart):
   error is kept in the parent's ``failedChildren`` and the parent waits for nothing more.
   Without a policy the parent keeps waiting (the reference's default too).
 - ``ignoredFailures`` / ``failedChildren`` (on a parent): {"<queue>:<uid>": error str}.
+- ``keptValues`` (on a parent): {uid: [result bytes, resultFmt]} of completed children that
+  were deleted since (the parent can still read their results).
 - ``dependsOn`` (a dialect's list of declared dependencies, when present): a child that is no
   longer waited for is removed from it too.
 
@@ -131,6 +133,21 @@ class Flows:
                 {"state": state, "timestamp": float(now)}]
             job.ext = failures.trimmed(ext)
         self.requeue(job, left if left > 0 else 0, "ready", "jobgate")
+
+    def _keep_child_value(self, child: Job) -> None:
+        """Completed `child` is being deleted (removeOnComplete, result retention, any
+        dialect's delete): its result stays readable for its unfinished parent, in the
+        parent's ``keptValues`` {uid: [result bytes, resultFmt]} (bunqueue keeps a child's
+        result for its parent the same way: dependencyResults)."""
+        parent = self.find_uid(child.ext.get("parentId"))
+        if parent is None or parent.result is not None or parent.state is COMPLETED:
+            return
+        ext = dict(parent.ext) if parent.ext else {}
+        kept = dict(ext.get("keptValues") or {})
+        kept[self.uid_of(child)] = [child.result, child.ext.get("resultFmt") or 0]
+        ext["keptValues"] = kept
+        parent.ext = ext
+        self._mark(parent)
 
     # ------------------------------------------------------------ failures
     def _child_failed(self, child: Job, error) -> None:

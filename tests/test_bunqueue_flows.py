@@ -122,6 +122,19 @@ def test_parent_is_served_after_its_last_child_and_reads_their_values(bq):
     assert c.call("GetChildrenValues", id="nope") == {"ok": True, "data": {"values": {}}}
 
 
+def test_values_of_children_removed_on_complete_stay_for_the_parent(bq):
+    c = bq()
+    qp, qc = qname("fp"), qname("fc")
+    p, kids, jobs = simple_flow(qp, qc, {"removeOnComplete": True})
+    c.ok("PUSHF", jobs=jobs)
+    k0 = take(c, qc, kids, {"v": 1})
+    k1 = take(c, qc, kids)   # no result: nil
+    assert c.state(k0) == "unknown" and c.call("GetResult", id=k0)["result"] is UNDEF
+    assert wait_until(lambda: c.state(p) == "waiting")
+    assert c.call("GetChildrenValues", id=p) == {
+        "ok": True, "data": {"values": {k0: {"v": 1}, k1: None}}}
+
+
 def test_a_parent_with_a_delay_waits_for_it_after_its_children(bq):
     c = bq()
     qp, qc = qname("fp"), qname("fc")

@@ -206,3 +206,15 @@ def test_a_parent_with_its_own_delay_waits_for_the_rest_of_it(port):
     assert [t["state"] for t in v.ext["timeline"]] == ["delayed"]
     step(port, 40_000)
     assert reserve_now(port, o, "parents").id == p
+
+
+def test_a_deleted_completed_child_keeps_its_value_for_the_waiting_parent(port):
+    parent, kids, uids = flow(port, n=2)
+    port.complete(kids[0], b"\x91\x01", "bunqueue", {"resultFmt": 1})
+    assert port.remove(kids[0], "bunqueue", "remove")   # removeOnComplete
+    v = port.job(parent)
+    assert v.ext["keptValues"] == {uids[0]: [b"\x91\x01", 1]}
+    port.complete(kids[1], b"x", "workq")
+    port.complete(parent, b"", "bunqueue")
+    assert port.remove(kids[1], "bunqueue", "remove")   # the parent finished: not kept
+    assert set(port.job(parent).ext["keptValues"]) == {uids[0]}

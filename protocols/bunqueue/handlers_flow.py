@@ -15,7 +15,7 @@ from core.api import BURIED, COMPLETED, DELAYED, READY, RESERVED
 
 from . import flow_check
 from .flow_check import _js
-from .codec import map_header, pack, unpack_value
+from .codec import map_header, pack, pack_value, unpack_value
 from .info import DEFAULT_LOCK_TTL_MS
 from .jobview import DEFAULT_MAX_ATTEMPTS, POLICY_FLAGS, job_body, result_body
 from .options import build_ext, encode_data
@@ -159,12 +159,22 @@ def _children(job) -> list:
 @command("GetChildrenValues")
 def get_children_values(sess, cmd: dict):
     """{ok, data: {values: {"<queue>:<child id>": result}}}: the results of the parent's
-    children that completed and are still kept (queries.js getChildrenValues)."""
+    children that completed (queries.js getChildrenValues); a child deleted since
+    (removeOnComplete, retention) is named by its id alone while the parent is unfinished."""
     parent = find(sess, cmd.get("id"))
     parts = []
+    kept = {}
+    if parent is not None and parent.result is None and parent.ext is not None:
+        kept = parent.ext.get("keptValues") or {}   # deleted children, while it waits
     for uid in _children(parent):
         child = sess.port.lookup(uid)
-        if child is None or child.state is not COMPLETED or not child.result_ok:
+        if child is None:
+            if uid in kept:   # the reference names a child that is gone by its id alone
+                res, fmt = kept[uid]
+                parts.append(pack(uid) + (b"\xc0" if fmt == 1 and not res
+                                          else pack_value(res, fmt)))
+            continue
+        if child.state is not COMPLETED or not child.result_ok:
             continue
         parts.append(pack(f"{child.queue}:{uid}") + result_body(child))
     values = map_header(len(parts)) + b"".join(parts)
