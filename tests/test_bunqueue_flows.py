@@ -94,6 +94,14 @@ def test_waiting_parent_state_counts_and_listing(bq):
     r = c.ok("GetJobs", queue=qp, state="waiting-children")
     assert [j["id"] for j in r["jobs"]] == [p]
     assert c.pull(qp)["job"] is None   # the parent is not served before its children
+    assert c.count(qp) == 0 and c.count(qc) == 2
+    assert c.call("GetCountsPerPriority", queue=qp)["counts"] == {}
+    assert c.call("GetJobs", queue=qp, state="delayed")["jobs"] == []
+    assert c.call("Promote", id=p) == err("Job not found or not delayed")
+    assert c.call("ChangePriority", id=p, priority=5) == err("Job not found or not in queue")
+    assert c.call("MoveToDelayed", id=p, delay=1000) == err(
+        "Job is not active (current state: waiting-children)")
+    assert c.state(p) == "waiting-children"
 
 
 def test_parent_is_served_after_its_last_child_and_reads_their_values(bq):

@@ -72,8 +72,8 @@ def update(sess, cmd: dict):
 @command("ChangePriority", mutating=True)
 def change_priority(sess, cmd: dict):
     job = find(sess, cmd.get("id"))
-    if job is None or job.state not in (READY, DELAYED):
-        return err("Job not found or not in queue")
+    if job is None or job.state not in (READY, DELAYED) or job.blocked:
+        return err("Job not found or not in queue")   # a flow parent too (reference)
     p = cmd.get("priority")
     msg = number_error(p, "priority", -1_000_000, 1_000_000, required=True)
     if msg:
@@ -94,7 +94,9 @@ def promote(sess, cmd: dict):
 @command("MoveToDelayed", mutating=True)
 def move_to_delayed(sess, cmd: dict):
     job = find(sess, cmd.get("id"))
-    if job is None or job.state not in (RESERVED, READY, DELAYED) or job.blocked:
+    if job is not None and job.blocked:   # a flow parent (reference text)
+        return err("Job is not active (current state: waiting-children)")
+    if job is None or job.state not in (RESERVED, READY, DELAYED):
         return _not_found()
     d = cmd.get("delay")
     msg = number_error(d, "delay", 0, 365 * 86_400_000, required=True)

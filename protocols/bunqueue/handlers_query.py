@@ -150,9 +150,10 @@ def get_job_counts(sess, cmd: dict):
 @command("Count")
 def count(sess, cmd: dict):
     """The queue's size as the reference counts it: waiting + prioritized + delayed jobs (the
-    spec's text says "all states"; the client's count() means jobs still to run)."""
+    spec's text says "all states"; the client's count() means jobs still to run); a flow
+    parent waiting for its children is not counted (reference)."""
     q = sess.port.queue(queue_name(cmd.get("queue")))
-    n = 0 if q is None else q.ready + q.delayed
+    n = 0 if q is None else q.ready + q.delayed - q.blocked
     return {"ok": True, "count": n}
 
 
