@@ -370,6 +370,9 @@ def test_move_to_waiting_children_errors(bq):
         f"Invalid or expired lock token for job {a}")
     assert c.call("MoveToWaitingChildren", id=a, token=r["token"]) == {
         "ok": True, "data": {"moved": True}}
+    g = job(c, a)
+    assert [e["state"] for e in g["timeline"]][:3] == ["waiting", "active", "waiting-children"]
+    assert g["startedAt"] is None
 
 
 @jobgate_only("a job that waits for nothing is waiting again at once (the reference parks "

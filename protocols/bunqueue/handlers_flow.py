@@ -327,8 +327,14 @@ def move_to_waiting_children(sess, cmd: dict):
     r = _active(sess, job.uid, cmd.get("token"))   # the token errors of ACK
     if r.__class__ is dict:
         return r
-    deps = list((job.ext or {}).get("deps") or ())
-    e.update_extras(job.id, {}, ("startedAt",))
+    ext = job.ext or {}
+    deps = list(ext.get("deps") or ())
+    now = float(e.clock.wall_ms())
+    tl = list(ext.get("timeline", ()))
+    if ext.get("startedAt") is not None:   # the run it ends, then the wait (reference)
+        tl.append({"state": "active", "timestamp": float(ext["startedAt"])})
+    tl.append({"state": "waiting-children", "timestamp": now})
+    e.update_extras(job.id, {"timeline": tl}, ("startedAt",))
     if deps:
         e.add_dependencies(job.id, deps, "bunqueue")
         if e.job(job.id).state is RESERVED:   # every dependency completed meanwhile
