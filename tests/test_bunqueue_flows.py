@@ -281,3 +281,17 @@ def test_without_a_policy_the_parent_keeps_waiting(bq):
     time.sleep(0.2)
     assert c.state(p) == "waiting-children"
     assert c.pull(qp)["job"] is None
+
+
+def test_push_with_unmet_dependencies_keeps_its_first_timeline_entry(bq):
+    c = bq()
+    q = qname("fd")
+    a = c.push(q, {})
+    b = c.push(q, {}, dependsOn=[a])
+    assert c.state(b) == "waiting-children"
+    assert [e["state"] for e in job(c, b)["timeline"]] == ["waiting-children"]
+    take(c, q, [a])
+    assert wait_until(lambda: c.state(b) == "waiting")
+    assert [e["state"] for e in job(c, b)["timeline"]] == ["waiting-children", "waiting"]
+    d = c.push(q, {}, dependsOn=[a])   # met already: waiting at once
+    assert [e["state"] for e in job(c, d)["timeline"]] == ["waiting"]

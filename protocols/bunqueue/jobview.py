@@ -99,8 +99,12 @@ def run_at(job) -> int:
 def first_state(job, ext) -> str:
     """The state a job entered when it was created (the first timeline entry): a flow
     parent or a job with dependencies ``waiting-children`` (bunqueue pushInsert.js
-    initialJobState), else delayed, prioritized or waiting. A job that became a parent later
-    has its own ``waiting-children`` entry in the extras' timeline."""
+    initialJobState; kept as ``firstState`` when it was created so), else delayed,
+    prioritized or waiting. A job that became a parent later has its own
+    ``waiting-children`` entry in the extras' timeline."""
+    first = ext.get("firstState")
+    if first is not None:
+        return first
     if (ext.get("childrenIds") or ext.get("deps")) and not any(
             t.get("state") == "waiting-children" for t in ext.get("timeline", ())):
         return "waiting-children"
