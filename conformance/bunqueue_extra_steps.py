@@ -18,6 +18,8 @@ A step is ``X(name, request, note, rules)``:
   live id, later requests get the live id (conformance/bunqueue_compare.Context).
 - ``reqId``: ``x<n>`` (n = 1-based step number) unless the request names its own; the nil-reqId
   step sends ``reqId: nil``.
+- ``pause_ms``: wait this long (real time, ms) before sending the step (the recorder and the
+  replay both do): for the one step that needs a job's own ``timeout`` to run out.
 - ``rules``: comparison rules for single paths of the reply beyond the suite's own (see
   conformance/bunqueue_compare.py ``TEXT_RULES``): ``"prometheus"`` for the Prometheus text.
   They are written into the golden file with the step.
@@ -58,10 +60,12 @@ class ExtraStep:
     request: Any
     note: str = ""
     rules: dict = field(default_factory=dict)
+    pause_ms: int = 0
 
 
-def X(name: str, request: Any, note: str = "", rules: dict | None = None) -> ExtraStep:
-    return ExtraStep(name, request, note, dict(rules or {}))
+def X(name: str, request: Any, note: str = "", rules: dict | None = None,
+      pause_ms: int = 0) -> ExtraStep:
+    return ExtraStep(name, request, note, dict(rules or {}), pause_ms)
 
 
 # Client-planned flow job ids (UUIDv7 form, as client/flowPlan.js generates them).
@@ -373,6 +377,20 @@ EXTRA_STEPS: list[ExtraStep] = [
     X("GetJob keeps own timeout", {"cmd": "GetJob", "id": Ref("PUSH with own timeout", "id")}),
     X("ACK timeout job", {"cmd": "ACK", "id": Ref("PUSH with own timeout", "id"),
                           "token": Ref("PULL with lockTtl (timeout job)", "token")}),
+    X("PUSH with own timeout 300", {"cmd": "PUSH", "queue": "gx-timeout2", "data": 1,
+                                    "timeout": 300, "backoff": 0, "maxAttempts": 2}),
+    X("PULL with lockTtl 60000 (timeout 300 job)", {"cmd": "PULL", "queue": "gx-timeout2",
+                                                    "owner": "w-t2", "lockTtl": 60000}),
+    X("GetJob after own timeout ran out", {"cmd": "GetJob",
+                                           "id": Ref("PUSH with own timeout 300", "id")},
+      "sent 1000 ms after the PULL: the job's own timeout (300 ms), not the 60 s lock, ends "
+      "the attempt (application/background/timeouts.js: fail 'Job timeout exceeded')",
+      pause_ms=1000),
+    X("ACK after own timeout", {"cmd": "ACK", "id": Ref("PUSH with own timeout 300", "id"),
+                                "token": Ref("PULL with lockTtl 60000 (timeout 300 job)",
+                                             "token")}),
+    X("GetState after ACK after own timeout", {"cmd": "GetState",
+                                               "id": Ref("PUSH with own timeout 300", "id")}),
     X("PUSH for obliterate-paused", {"cmd": "PUSH", "queue": "gx-obl", "data": 1}),
     X("Pause before Obliterate", {"cmd": "Pause", "queue": "gx-obl"}),
     X("IsPaused before Obliterate", {"cmd": "IsPaused", "queue": "gx-obl"}),

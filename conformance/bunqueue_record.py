@@ -8,7 +8,7 @@ tests/bunqueue_client, as tests/bunqueue_real.py installs it) with a SQLite file
 (``--data-path bunqueue.db`` in a fresh temporary working directory, as the first golden file
 was recorded), plays ``conformance.bunqueue_extra_steps.EXTRA_STEPS`` in order on one
 connection, and writes the same JSON schema as ../shared/reference/bunqueue-golden.json:
-``{"server", "recorded", "notes", "steps": [{name, request, response, types, note[, rules]}]}``
+``{"server", "notes", "steps": [{name, request, response, types, note[, rules][, pause_ms]}]}``
 where ``types`` mirrors the reply with the MessagePack wire type of every scalar
 (conformance/bunqueue_wire.annotate) and values use the golden JSON markers
 (``{"$undefined": ...}``, ``{"$bin": hex}``). ``--port P`` records against a server already
@@ -26,6 +26,7 @@ import json
 import os
 import socket
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,8 @@ NOTES = {
            "substitutes them into later requests; the flow job ids are chosen by the client",
     "types_field": "per step, 'types' mirrors the response with the msgpack wire type of "
                    "every scalar",
+    "pause_ms": "optional per step: the recorder (and the replay) waited this many ms before "
+                "sending it",
     "rules": "optional per step: {json path: rule name}, extra comparison rules "
              "(conformance/bunqueue_compare.py TEXT_RULES)",
 }
@@ -92,6 +95,8 @@ def record(host: str, port: int, steps: list[ExtraStep] = EXTRA_STEPS,
     with Client(host, port, timeout) as conn:
         for i, step in enumerate(steps):
             req = request_for(i, step, replies)
+            if step.pause_ms:
+                time.sleep(step.pause_ms / 1000)
             conn.send(req)
             ann = annotate(conn.recv_frame())
             want = req.get("reqId") if isinstance(req, dict) else None
@@ -103,6 +108,8 @@ def record(host: str, port: int, steps: list[ExtraStep] = EXTRA_STEPS,
                      "response": to_golden(ann.value), "types": ann.types, "note": step.note}
             if step.rules:
                 entry["rules"] = dict(step.rules)
+            if step.pause_ms:
+                entry["pause_ms"] = step.pause_ms
             out.append(entry)
     return out
 

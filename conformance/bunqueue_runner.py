@@ -187,6 +187,8 @@ class Runner:
         assert conn is not None
         req = self._prepare(step, step.request)
         res.sent = to_golden(req) if not _big(req) else "<request over 1 MB>"
+        if step.pause_ms:
+            time.sleep(step.pause_ms / 1000)
         if step.kind == "split":
             conn.send_split(req)
         else:

@@ -71,6 +71,11 @@ class Step:
         return dict(self.golden.get("rules") or {})
 
     @property
+    def pause_ms(self) -> int:
+        """ms to wait before sending the step (extra golden file; 0 elsewhere)."""
+        return int(self.golden.get("pause_ms") or 0)
+
+    @property
     def auth(self) -> bool:
         return self.kind == "auth"
 
