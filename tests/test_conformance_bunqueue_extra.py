@@ -60,7 +60,7 @@ def test_jobgate_extra_step(name: str, jobgate_results: dict) -> None:
 # the golden file and its step definitions
 # ---------------------------------------------------------------------------------------------
 def test_extra_golden_names_and_pending_list() -> None:
-    assert len(EXTRA_STEP_NAMES) == len(set(EXTRA_STEP_NAMES)) == len(EXTRA_STEPS) == 185
+    assert len(EXTRA_STEP_NAMES) == len(set(EXTRA_STEP_NAMES)) == len(EXTRA_STEPS) == 228
     assert EXTRA_STEP_NAMES == [s.name for s in EXTRA_STEPS]
     assert not set(EXTRA_STEP_NAMES) & set(STEP_NAMES)
     assert check_pending(EXTRA_STEP_NAMES) == []
@@ -91,7 +91,7 @@ def test_resolve_refs() -> None:
 def test_extra_golden_replies_are_accepted_verbatim() -> None:
     doc = load_extra_golden()
     result = check_golden(golden=doc)
-    assert len(result) == 185
+    assert len(result) == 228
     assert {k: v for k, v in result.items() if v} == {}
 
 
@@ -176,4 +176,4 @@ def test_reference_bunqueue_passes_every_extra_step_twice(tmp_path) -> None:
                              golden="extra", pending=EXTRA_PENDING).run()
         bad = [format_result(r, verbose=True) for r in results if r.status != "pass"]
         assert not bad, f"run {run}:\n" + "\n".join(bad)
-        assert len(results) == 185
+        assert len(results) == 228
