@@ -28,7 +28,8 @@ order. A step is ``X(name, request, note, rules, pause_ms)``:
   They are written into the golden file with the step.
 
 Ids chosen by the client (PUSHF plans its job ids on the client, ``client/flowPlan.js``) are
-fixed UUIDv7 strings (conformance/bunqueue_extra_defs.py); they appear in the request, so the comparison expects them echoed.
+fixed UUIDv7 strings (conformance/bunqueue_extra_defs.py); they appear in the request, so the
+comparison expects them echoed.
 
 Everything the steps do stays on this machine: the one webhook with a public URL
 (https://example.com/hook) filters on a queue no step pushes to and is removed three steps
