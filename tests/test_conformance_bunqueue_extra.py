@@ -19,7 +19,7 @@ from conformance import bunqueue
 from conformance.bunqueue import (EXTRA_GOLDEN_STEPS, EXTRA_PENDING, EXTRA_STEP_NAMES,
                                   STEP_NAMES, Runner, check_golden, format_result,
                                   load_extra_golden)
-from conformance.bunqueue_compare import prometheus_diffs
+from conformance.bunqueue_compare import UUID7, prometheus_diffs
 from conformance.bunqueue_extra_pending import check_pending
 from conformance.bunqueue_extra_steps import EXTRA_STEPS, Ref
 from conformance.bunqueue_record import request_for, resolve
@@ -177,3 +177,28 @@ def test_reference_bunqueue_passes_every_extra_step_twice(tmp_path) -> None:
         bad = [format_result(r, verbose=True) for r in results if r.status != "pass"]
         assert not bad, f"run {run}:\n" + "\n".join(bad)
         assert len(results) == 228
+
+
+def test_recorder_against_the_reference(tmp_path) -> None:
+    """`python -m conformance.bunqueue_record` (real server, SQLite file) writes a golden file
+    whose steps are the definitions', and whose replies agree with the committed file on
+    success or failure and error text at every step."""
+    real = pytest.importorskip("tests.bunqueue_real")
+    reason = real.bun_missing_reason()
+    if reason:
+        pytest.skip(reason)
+    from conformance import bunqueue_record
+    out = tmp_path / "extra.json"
+    assert bunqueue_record.main(["--out", str(out), "--npm-dir", real.CLIENT_DIR]) == 0
+    fresh = json.loads(out.read_text())
+    committed = load_extra_golden()
+    assert fresh["server"] == committed["server"]
+    assert [s["name"] for s in fresh["steps"]] == EXTRA_STEP_NAMES
+    def plain(v):    # error texts name generated ids
+        return UUID7.sub("<id>", v) if isinstance(v, str) else v
+
+    for new, old in zip(fresh["steps"], committed["steps"]):
+        for key in ("ok", "error"):
+            assert plain(new["response"].get(key)) == plain(old["response"].get(key)), (
+                new["name"], key)
+        assert set(new["types"]) == set(old["types"]), new["name"]
