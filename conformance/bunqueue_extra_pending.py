@@ -197,21 +197,7 @@ _WEBHOOKS_STEPS = (
 # Differences the extra golden found in commands jobgate already had, which no i16 branch was
 # asked to change (the lead assigns them; reasons start with "no branch yet").
 _UNOWNED = "no branch yet: "
-_UNOWNED_STEPS: dict[str, str] = {
-    "GetCountsPerPriority": _UNOWNED + (
-        "counts keys in ascending numeric order, as a JavaScript object lists integer keys "
-        "(jobgate: insertion order)"),
-    "GetCountsPerPriority after moves": _UNOWNED + "counts keys in ascending numeric order",
-    "GetJob after Update and ChangePriority": _UNOWNED + (
-        "ChangePriority keeps the timeline's first entry 'waiting' (jobgate rewrites it to "
-        "'prioritized')"),
-    "PULL for MoveToDelayed": _UNOWNED + "the timeline's first entry stays 'waiting'",
-    "WaitJob completed": _UNOWNED + (
-        "a job ACKed without a result: result is undefined (ext 0), jobgate answers nil"),
-    "ListWorkers": _UNOWNED + (
-        "worker entries: key id (not workerId), uptime (ms since registration), and the "
-        "activeJobs/processedJobs/failedJobs a Heartbeat reported"),
-}
+_UNOWNED_STEPS: dict[str, str] = {}
 
 EXTRA_PENDING: dict[str, str] = {
     **dict.fromkeys(_FLOWS_STEPS, _FLOWS),

@@ -96,9 +96,19 @@ def run_at(job) -> int:
     return job.created_ms + job.delay_ms
 
 
+def first_state(job, ext) -> str:
+    """The state of a job's first timeline entry (a JobView; `ext` its extras or {}): the state
+    it entered when pushed (delayed, prioritized or waiting), which later moves do not rewrite
+    (reference: application/operations/pushInsert.js initialJobState). Commands that would
+    change what it derives from (ChangePriority) store it first as extras key `firstState`."""
+    first = ext.get("firstState")
+    if first is not None:
+        return first
+    return "delayed" if job.delay_ms else ("prioritized" if job.priority < 0 else "waiting")
+
+
 def _timeline(job, ext, created: float) -> list:
-    first = "delayed" if job.delay_ms else ("prioritized" if job.priority < 0 else "waiting")
-    tl = [{"state": first, "timestamp": created}]
+    tl = [{"state": first_state(job, ext), "timestamp": created}]
     tl.extend(ext.get("timeline", ()))
     started = ext.get("startedAt")
     if job.state is RESERVED and started is not None:
@@ -207,6 +217,9 @@ def job_body(job, full: bool = False, outcome: bool = False) -> bytes:
     return b"".join(parts)
 
 
+_UNDEFINED_BODY = pack(UNDEFINED)
+
+
 class _Marker:
     __slots__ = ()
 
@@ -216,11 +229,13 @@ result_value_marker = _Marker()
 
 def result_body(job) -> bytes:
     """The packed result of a finished job: its ACK value (stored as MessagePack) or, for a
-    result from another dialect, its bytes as str/bin; nil when there is none."""
+    result from another dialect, its bytes as str/bin; nil when there is none. A job ACKed
+    without a result (stored empty) has `undefined` (ext 0), as the reference's getResult
+    answers for a job it keeps no result of (application/operations/ack/completion.js)."""
     if job.result is None:
         return b"\xc0"
     ext = job.ext
     fmt = 1 if ext is not None and ext.get("resultFmt") == 1 else 0
     if fmt == 1 and not job.result:
-        return b"\xc0"
+        return _UNDEFINED_BODY
     return pack_value(job.result, fmt)

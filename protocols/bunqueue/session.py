@@ -242,6 +242,7 @@ class Session:
         for o in [self.owner] + self.owners:
             e.release_owner(o)
         self.owners.clear()
+        self.info.workers.drop_session(self)   # its workers go with it (as the reference)
 
     def wait_owner(self, ttr_ms: int, name: str):
         """A fresh owner for a pull that waits (the engine keeps one waiter per owner);
