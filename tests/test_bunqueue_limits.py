@@ -10,7 +10,9 @@ limits (issue 16)").
 - on jobgate's manual clock: a temporary rate limit's TTL, a PULL that waits at the
   concurrency limit and is served when a job is acknowledged, a rate-limited PULL served when
   the window allows (the reference serves it only at its timeout: a documented difference),
-  Obliterate forgets the limits.
+  Obliterate forgets the limits;
+- a server subprocess on SQLite, killed with SIGKILL after the setters were answered: the
+  limits and stall config are back after the restart and hold a beanstalk reserve.
 """
 from __future__ import annotations
 
@@ -218,3 +220,39 @@ def test_obliterate_forgets_the_limits_and_stall_config(jg):
                              "maxed": False}
     assert c.ok("GetStallConfig", queue=q)["config"]["maxStalls"] == 3
     assert q not in c.ok("ListQueues")["queues"]
+
+
+def test_limits_survive_kill9_and_hold_a_beanstalk_reserve_after_restart(tmp_path):
+    import greenstalk
+
+    from .support import Server
+    url = f"sqlite:///{tmp_path}/jobgate.db"
+    q = qname("restart")
+    s = Server(url, bunqueue=True)
+    try:
+        c = BQ(s.bunqueue_port)
+        assert c.call("SetConcurrency", queue=q, limit=1) == OK     # answered after commit
+        assert c.call("RateLimit", queue=q, limit=50, duration=2000) == OK
+        assert c.call("SetStallConfig", queue=q, config={"maxStalls": 6}) == OK
+        c.close()
+    finally:
+        s.kill()
+    s = Server(url, bunqueue=True)
+    try:
+        c = BQ(s.bunqueue_port)
+        assert _limits(c, q) == {"rateLimit": {"max": 50, "duration": 2000}, "rateLimitTtl": 0,
+                                 "concurrencyLimit": 1, "maxed": False}
+        assert c.ok("GetStallConfig", queue=q)["config"]["maxStalls"] == 6
+        with greenstalk.Client(("127.0.0.1", s.port), use=q, watch=q) as g:
+            g.put("a")
+            g.put("b")
+            first = g.reserve(timeout=1)
+            with greenstalk.Client(("127.0.0.1", s.port), watch=q) as g2:
+                with pytest.raises(greenstalk.TimedOutError):
+                    g2.reserve(timeout=1)                    # held by the restored limit
+                assert _limits(c, q)["maxed"] is True
+                g.delete(first)
+                assert g2.reserve(timeout=2).body == "b"
+        c.close()
+    finally:
+        s.stop()
