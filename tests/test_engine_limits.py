@@ -10,7 +10,8 @@ the port, on a ManualClock: the rule of docs/mapping.md "Queue limits (issue 16)
 - reserve_many (bunqueue PULLB) stays within the limits; waiters on several queues (beanstalk
   watch list) are served from an unlimited queue meanwhile;
 - the stall config's maxStalls bounds lock expiries of the queue's bunqueue jobs;
-- restart on a real SQLite file: limits and stall config come back; cleared ones do not.
+- restart on a real SQLite file and on PostgreSQL: limits and stall config come back;
+  cleared ones do not.
 """
 from __future__ import annotations
 
@@ -266,8 +267,8 @@ def test_stall_config_merges_and_max_stalls_bounds_lock_expiries():
 
 
 # ------------------------------------------------------------------ restart
-def test_limits_and_stall_config_survive_a_restart_on_sqlite(sqlite_url):
-    store = Store(sqlite_url)
+def test_limits_and_stall_config_survive_a_restart(db_url):
+    store = Store(db_url)
     try:
         upgrade(store.engine)
         clock = ManualClock(1_700_000_000_000)
