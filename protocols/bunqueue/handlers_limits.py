@@ -184,7 +184,8 @@ def _config_of(v) -> dict:
 def _js_order(d: dict) -> dict:
     """`d` in JavaScript's property order: array-index keys ascending, then the others in
     insertion order."""
-    idx = [k for k in d if k.isdigit() and (k == "0" or k[0] != "0") and int(k) < 2**32 - 1]
+    idx = [k for k in d if k.isascii() and k.isdigit() and (k == "0" or k[0] != "0")
+           and int(k) < 2**32 - 1]
     if not idx:
         return d
     out = {k: d[k] for k in sorted(idx, key=int)}
