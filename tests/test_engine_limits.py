@@ -304,3 +304,20 @@ def test_limits_and_stall_config_survive_a_restart(db_url):
         assert c.queue_limits("r")["rateLimit"] is None
     finally:
         store.close()
+
+
+def test_a_beanstalk_reserve_waiting_at_the_limit_still_gets_deadline_soon():
+    """Waiting at a limit is waiting: the owner's own reservation nearing its TTR answers
+    DEADLINE_SOON (beanstalk protocol, "reserve") as on an empty tube."""
+    from core.api import DEADLINE_SOON
+    p = _port()
+    _put(p, "c", 2, ttr_ms=5_000)
+    p.set_concurrency("c", 1)
+    o = p.new_owner("beanstalk")
+    p.reserve(o, ["c"], None, Got())
+    got = Got()
+    assert p.reserve(o, ["c"], None, got) is WAITING
+    _step(p, 3_999)
+    assert got.results == []
+    _step(p, 1)                                       # 1 s before the TTR ends
+    assert got.results == [DEADLINE_SOON]
