@@ -21,12 +21,13 @@ __all__ = ["EXTRA_PENDING", "check_pending"]
 # flows     PUSHF, parents waiting for children, GetChildrenValues, UpdateParent (later steps of
 #           the flow fail with the first);
 # misc      MoveToWait, PromoteJobs, ChangeDelay, ClearLogs (and GetLogs' key order: timestamp,
-#           level, message), stall config, TrimEvents, per-queue Metrics, the Prometheus text,
+#           level, message), TrimEvents, per-queue Metrics, the Prometheus text,
 #           the five bugs (GetJobs with a state list, and the state / returnvalue /
 #           failedReason keys of GetJobs without a state; a job's own timeout; Obliterate of a
 #           paused queue; stackTraceLimit; name inside data), the nil reqId echo (B11);
 # cron      Cron, CronGet, CronList, CronDelete;
-# limits    RateLimit, RateLimitClear, SetConcurrency, ClearConcurrency, GetQueueLimits;
+# limits    RateLimit, RateLimitClear, SetConcurrency, ClearConcurrency, GetQueueLimits, stall
+#           config (landed: none pending);
 # webhooks  AddWebhook, ListWebhooks, SetWebhookEnabled, RemoveWebhook, the SSRF refusals.
 _FLOWS = "lands with branch i16-flows"
 _MISC = "lands with branch i16-misc"
@@ -99,12 +100,6 @@ _MISC_STEPS = (
     'ClearLogs',
     'GetLogs after ClearLogs',
     'ClearLogs unknown id',
-    'GetStallConfig default',
-    'SetStallConfig',
-    'GetStallConfig after Set',
-    'SetStallConfig partial',
-    'GetStallConfig after partial',
-    'SetStallConfig bad number',
     'TrimEvents',
     'TrimEvents keep 10',
     'TrimEvents bad queue',
@@ -153,21 +148,9 @@ _CRON_STEPS = (
     'CronList empty',
 )
 
-_LIMITS_STEPS = (
-    'GetQueueLimits none',
-    'RateLimit',
-    'RateLimit with duration',
-    'RateLimit bad limit',
-    'RateLimit missing limit',
-    'SetConcurrency',
-    'SetConcurrency bad limit',
-    'GetQueueLimits set',
-    'RateLimitClear',
-    'ClearConcurrency',
-    'GetQueueLimits cleared',
-    'RateLimitClear unknown queue',
-    'ClearConcurrency unknown queue',
-)
+# i16-limits landed them (and the stall config steps, listed under misc before):
+# tests/test_bunqueue_limits.py
+_LIMITS_STEPS: tuple = ()
 
 _WEBHOOKS_STEPS = (
     'ListWebhooks empty',

@@ -159,7 +159,9 @@ def drain(sess, cmd: dict):
 
 @command("Obliterate", mutating=True)
 def obliterate(sess, cmd: dict):
-    _delete_where(sess, queue_name(cmd.get("queue")), lambda j: True, event="obliterate")
+    name = queue_name(cmd.get("queue"))
+    _delete_where(sess, name, lambda j: True, event="obliterate")
+    sess.port.clear_queue_settings(name)   # limits and stall config go too (reference)
     return ok_empty()
 
 
