@@ -23,6 +23,7 @@ from .events import Feed
 from .extras import BLOCKED_MS, Extras
 from .failures import DEFAULT_POLICY
 from .flows import Flows
+from .limits import Limits
 from .model import (BURIED, COMPLETED, DEADLINE_SOON, DELAYED, DELETED, READY, RESERVED,
                     TIMED_OUT, TOKEN_CHECKED, TOKEN_REQUIRED, URGENT_RANK)
 from .outcomes import Outcomes
@@ -42,7 +43,7 @@ def _compact(heap: list, live: int) -> None:
         heapify(heap)
 
 
-class Engine(Queues, Scheduling, Outcomes, Extras, Flows):
+class Engine(Queues, Scheduling, Outcomes, Extras, Flows, Limits):
     """The job state machine and its in-memory indexes.
 
     `journal` (core.journal.Journal or None for memory mode) receives every mutation through
@@ -51,7 +52,8 @@ class Engine(Queues, Scheduling, Outcomes, Extras, Flows):
     fail with a result), result waiters, TTL eviction and uid lookups in core.outcomes.Outcomes;
     dedup keys, dependencies, LIFO and owner-agnostic moves in core.extras.Extras; flows
     (waiting for children, a child's failure) in core.flows.Flows; waiters and timers in
-    core.scheduling.Scheduling.
+    core.scheduling.Scheduling; rate and concurrency limits and stall settings per queue in
+    core.limits.Limits.
     `policies`: dialect -> core.failures.JobPolicy for the jobs it creates.
     """
 
@@ -83,6 +85,8 @@ class Engine(Queues, Scheduling, Outcomes, Extras, Flows):
         self._timers: list = []     # (at, seq, kind, waiter); kind 0 = timeout, 1 = deadline soon
         self._pauses: list = []     # (paused_until, seq, queue name)
         self._expiry: list = []     # (expires_at, id): TTL eviction and result retention
+        self._limit_timers: list = []   # (at, seq, QueueSettings): core.limits
+        self.queue_settings: dict = {}  # queue name -> core.limits.QueueSettings
         self._seq = 0
         self.by_uid: dict[str, Job] = {}
         self.result_waiters: dict[int, list] = self.feed.watchers   # job id -> ResultWaiters
@@ -163,6 +167,8 @@ class Engine(Queues, Scheduling, Outcomes, Extras, Flows):
         heappush(self._reserved, (job.deadline, job.id, job.hver, job))
         q.n_reserved += 1
         self.n_reserved += 1
+        if q.limits is not None:
+            self._took(q, now)
         owner.reserved[job.id] = job
         _compact(self._reserved, self.n_reserved)
         self._arm(job.deadline)
@@ -186,6 +192,8 @@ class Engine(Queues, Scheduling, Outcomes, Extras, Flows):
             del job.owner.reserved[job.id]
             job.owner = None
             job.token = None
+            if q.limits is not None and q.waiting:
+                self._slot_freed(q)
         elif s is BURIED:
             del q.buried[job.id]
         elif s is COMPLETED:
@@ -275,7 +283,9 @@ class Engine(Queues, Scheduling, Outcomes, Extras, Flows):
         best = None
         bq = None
         for q in queues:
-            if q.n_ready and q.paused_until <= now:
+            # a limited queue: only within its limits, and never ahead of its waiters
+            if q.n_ready and q.paused_until <= now and (
+                    q.limits is None or not q.waiting and self._admits(q, now)):
                 j = _top(q.ready)
                 if j is not None and (best is None or (j.priority, j.id) < (best.priority, best.id)):
                     best, bq = j, q

@@ -129,16 +129,18 @@ class Extras:
 
     def reserve_many(self, owner: Owner, queue: str, n: int,
                      mode: int = TOKEN_CHECKED) -> list[Job]:
-        """Reserve up to `n` ready jobs of `queue` at once (not while it is paused); `mode`:
-        the leases' token mode (core.leases)."""
+        """Reserve up to `n` ready jobs of `queue` at once (not while it is paused; within its
+        rate and concurrency limits); `mode`: the leases' token mode (core.leases)."""
         q = self.queues.get(queue)
         out: list[Job] = []
         if q is None or not q.n_ready:
             return out
         now = self.clock.monotonic_ms()
-        if q.paused_until > now:
-            return out
+        if q.paused_until > now or q.limits is not None and q.waiting:
+            return out   # a limited queue serves its waiters first (core.limits)
         while len(out) < n:
+            if q.limits is not None and not self._admits(q, now):
+                break
             job = self._pop_ready(q)
             if job is None:
                 break

@@ -188,7 +188,7 @@ class Outcomes:
         stall policy of its dialect decides (core/failures.py)."""
         job.timeouts += 1
         self.job_timeouts += 1
-        result = failures.stalled(job, self.policy(job), self.clock.wall_ms())
+        result = failures.stalled(job, self.stall_policy(job), self.clock.wall_ms())
         if result is not None:   # the policy dead-letters it
             self.stall_failures += 1
         elif job.max_attempts and job.reserves >= job.max_attempts:

@@ -165,6 +165,11 @@ def get_counts_per_priority(sess, cmd: dict):
     for rank, n in sess.port.priority_counts(queue).items():
         p = str(rank_priority(rank))
         out[p] = out.get(p, 0) + n
+    # a JavaScript object lists array-index keys (0, 1, ...) first, ascending; the others
+    # (negative priorities) after them in insertion order
+    idx = sorted((k for k in out if k.isdigit()), key=int)
+    if idx:
+        out = {**{k: out[k] for k in idx}, **{k: n for k, n in out.items() if not k.isdigit()}}
     return {"ok": True, "queue": queue, "counts": out}
 
 
@@ -346,9 +351,5 @@ def storage_status(sess, cmd: dict):
 
 @command("ListWorkers")
 def list_workers(sess, cmd: dict):
-    ws = list(sess.info.workers.values())
-    return {"ok": True, "data": {"workers": ws, "stats": {
-        "total": len(ws), "active": len(ws),
-        "totalProcessed": sum(w["processedJobs"] for w in ws),
-        "totalFailed": sum(w["failedJobs"] for w in ws)}}}
+    return {"ok": True, "data": sess.info.workers.listing(sess.port.clock.wall_ms())}
 

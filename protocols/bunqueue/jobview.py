@@ -97,11 +97,12 @@ def run_at(job) -> int:
 
 
 def first_state(job, ext) -> str:
-    """The state a job entered when it was created (the first timeline entry): a flow
-    parent or a job with dependencies ``waiting-children`` (bunqueue pushInsert.js
-    initialJobState; kept as ``firstState`` when it was created so), else delayed,
-    prioritized or waiting. A job that became a parent later has its own
-    ``waiting-children`` entry in the extras' timeline."""
+    """The state of a job's first timeline entry (a JobView; `ext` its extras or {}): the state
+    it entered when pushed, which later moves do not rewrite (reference:
+    application/operations/pushInsert.js initialJobState). Commands that would change what it
+    derives from (ChangePriority) store it first as extras key `firstState`; so does a push
+    with unmet dependencies (``waiting-children``). A flow parent is ``waiting-children``,
+    unless it became a parent later (then its own timeline entry says so)."""
     first = ext.get("firstState")
     if first is not None:
         return first
@@ -112,8 +113,7 @@ def first_state(job, ext) -> str:
 
 
 def _timeline(job, ext, created: float) -> list:
-    first = first_state(job, ext)
-    tl = [{"state": first, "timestamp": created}]
+    tl = [{"state": first_state(job, ext), "timestamp": created}]
     tl.extend(ext.get("timeline", ()))
     started = ext.get("startedAt")
     if job.state is RESERVED and started is not None:
@@ -232,6 +232,9 @@ def job_body(job, full: bool = False, outcome: bool = False) -> bytes:
     return b"".join(parts)
 
 
+_UNDEFINED_BODY = pack(UNDEFINED)
+
+
 class _Marker:
     __slots__ = ()
 
@@ -241,11 +244,13 @@ result_value_marker = _Marker()
 
 def result_body(job) -> bytes:
     """The packed result of a finished job: its ACK value (stored as MessagePack) or, for a
-    result from another dialect, its bytes as str/bin; nil when there is none."""
+    result from another dialect, its bytes as str/bin; nil when there is none. A job ACKed
+    without a result (stored empty) has `undefined` (ext 0), as the reference's getResult
+    answers for a job it keeps no result of (application/operations/ack/completion.js)."""
     if job.result is None:
         return b"\xc0"
     ext = job.ext
     fmt = 1 if ext is not None and ext.get("resultFmt") == 1 else 0
     if fmt == 1 and not job.result:
-        return b"\xc0"
+        return _UNDEFINED_BODY
     return pack_value(job.result, fmt)

@@ -23,6 +23,7 @@ from core.api import AccessDenied
 
 from . import (handlers_control, handlers_core, handlers_flow,  # noqa: F401 (registration)
                handlers_outcome, handlers_query)
+from . import handlers_limits  # noqa: F401 (registration: issue 16 queue limits)
 from .bulk import BIG_FRAME
 from .codec import UNDEFINED, decode_command, decode_steps, frame, pack, splice_map, unpack_value
 from .info import CAPABILITIES, PROTOCOL_VERSIONS, SPEAKS_VERSION, BunqueueInfo
@@ -242,6 +243,7 @@ class Session:
         for o in [self.owner] + self.owners:
             e.release_owner(o)
         self.owners.clear()
+        self.info.workers.drop_session(self)   # its workers go with it (as the reference)
 
     def wait_owner(self, ttr_ms: int, name: str):
         """A fresh owner for a pull that waits (the engine keeps one waiter per owner);
