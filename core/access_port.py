@@ -27,7 +27,7 @@ QUEUE_ARG = ("attach", "keep", "pause", "queue", "priority_counts", "put", "put_
              "kick", "peek_ready", "peek_delayed", "peek_buried", "jobs", "dead_letters",
              "ready_page", "delayed_page", "run", "set_rate_limit", "clear_rate_limit",
              "set_concurrency", "clear_concurrency", "set_stall_config", "stall_config",
-             "queue_limits", "queue_settings", "clear_queue_settings")
+             "queue_limits", "queue_settings", "clear_queue_settings", "promote_jobs")
 QUEUE_LIST = ("reserve",)
 OWNER_QUEUE = ("reserve_many",)
 #: name -> the answer for a job that is not visible

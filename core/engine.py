@@ -161,9 +161,10 @@ class Engine(Queues, Scheduling, Outcomes, Extras, Flows, Limits):
         self.leases += 1
         job.token = self.leases
         job.lease_mode = mode
-        if owner.ttr_ms:
-            job.ttr_ms = owner.ttr_ms
-        job.deadline = now + job.ttr_ms
+        job.deadline = now + (owner.ttr_ms or job.ttr_ms)   # the job keeps its own ttr_ms
+        ext = job.ext
+        if ext is not None and ext.get("timeout"):   # its own processing limit (core.extras)
+            self._start_timeout(job, now, ext["timeout"])
         heappush(self._reserved, (job.deadline, job.id, job.hver, job))
         q.n_reserved += 1
         self.n_reserved += 1
@@ -194,6 +195,8 @@ class Engine(Queues, Scheduling, Outcomes, Extras, Flows, Limits):
             job.token = None
             if q.limits is not None and q.waiting:
                 self._slot_freed(q)
+            if job.more is not None:
+                job.more.timeout_at = 0
         elif s is BURIED:
             del q.buried[job.id]
         elif s is COMPLETED:
@@ -376,18 +379,23 @@ class Engine(Queues, Scheduling, Outcomes, Extras, Flows, Limits):
         return True
 
     def touch(self, owner: Owner, id: int) -> bool:
-        """Restart the TTR of a job the owner reserved: deadline = now + ttr_ms."""
+        """Restart the TTR of a job the owner reserved: deadline = now + its lease length (the
+        owner's lock TTL, else the job's ttr_ms)."""
         job = owner.reserved.get(id)
         if job is None:
             return False
         self._renew(job)
         return True
 
-    def _renew(self, job: Job) -> None:
-        """deadline = now + ttr_ms for reserved `job`; a stored lease is stored again."""
+    def _renew(self, job: Job, lease_ms: int = 0) -> None:
+        """deadline = now + `lease_ms` (0: the owner's lock TTL, else the job's ttr_ms) for
+        reserved `job`, never past its own timeout (timeout_at); a stored lease is stored
+        again."""
         row = check(RESERVED, "touch", RESERVED)
         job.hver += 1
-        job.deadline = self.clock.monotonic_ms() + job.ttr_ms
+        job.deadline = self.clock.monotonic_ms() + (lease_ms or job.owner.ttr_ms or job.ttr_ms)
+        if job.more is not None and job.more.timeout_at and job.more.timeout_at < job.deadline:
+            job.deadline = job.more.timeout_at
         heappush(self._reserved, (job.deadline, job.id, job.hver, job))
         _compact(self._reserved, self.n_reserved)
         self._arm(job.deadline)

@@ -15,6 +15,10 @@ keys the engine reads itself:
   reserved, evicted) leaves it waiting. Flows build on this: core/flows.py.
 - ``lifo`` (true): among equal priorities, this job is served before older ones.
 - ``resultFmt`` (1): the result is a MessagePack value (a bunqueue ACK result).
+- ``timeout`` (ms): the job's own processing limit (bunqueue's `timeout` option). A reservation
+  of it ends that many ms after it began whatever its lease (a lock TTL renewed by heartbeats
+  does not extend it), and the job then fails with its dialect policy's `timeout_error`
+  (core/failures.py JobPolicy), retried after the policy's backoff while attempts remain.
 
 `job.ext` is never changed in place: every change replaces the dict (`update_ext`), so a
 snapshot (core.model.JobView) may share it.
@@ -119,13 +123,34 @@ class Extras:
             self._serve(q)
 
     def touch_job(self, job: Job, ttr_ms: int = 0) -> bool:
-        """Renew a reservation whoever holds it: deadline = now + `ttr_ms` (0: the job's TTR).
-        False when the job is not reserved."""
+        """Renew a reservation whoever holds it: deadline = now + `ttr_ms` (0: its lease
+        length), never past the job's own timeout; the job's TTR is not changed. False when
+        the job is not reserved."""
         if job.state is not RESERVED:
             return False
-        if ttr_ms:
-            job.ttr_ms = ttr_ms
-        return self.touch(job.owner, job.id)
+        self._renew(job, ttr_ms)
+        return True
+
+    def _start_timeout(self, job: Job, now: int, timeout_ms) -> None:
+        """`job` was just reserved at monotonic `now` and has its own processing timeout
+        (ext ``timeout``, ms): the reservation ends at now + timeout_ms whatever its lease."""
+        at = now + int(timeout_ms)
+        job.timeout_at = at
+        if at < job.deadline:
+            job.deadline = at
+
+    def _timed_out(self, job: Job) -> None:
+        """The own timeout of reserved `job` passed (tick): a failure with the policy's
+        timeout_error, retried after the policy's backoff or failed for good (dlqReason
+        ``timeout``), as bunqueue 2.9.5's job timeout scheduler does (application/background/
+        timeouts.js: fail(id, 'Job timeout exceeded', timeout))."""
+        from .model import Failure
+        pol = self.policy(job)
+        text = pol.timeout_error
+        backoff = pol.backoff(job, job.fails + 1) if pol.backoff is not None else 0
+        self.job_timeouts += 1
+        if self.fail(job, text.encode(), "jobgate", backoff, Failure(text, None)) == "dead":
+            self.update_ext(job, {"dlqReason": "timeout"})
 
     def reserve_many(self, owner: Owner, queue: str, n: int,
                      mode: int = TOKEN_CHECKED) -> list[Job]:

@@ -5,8 +5,8 @@ place), under the keys bunqueue 2.9.5 uses in its Job object, so they are stored
 and survive a restart:
 
 - `failedReason`: the last failure's text (None when it gave none);
-- `stacktrace`: its stack, at most STACK_LIMIT non-empty lines (the reference's default
-  stackTraceLimit is 10), or None;
+- `stacktrace`: its stack, at most the job's stackTraceLimit non-empty lines (Failure.stack_limit;
+  the reference's default is STACK_LIMIT, 10), or None;
 - `timeline`: the attempts made, as {state, timestamp[, error, attempt]} entries: "active"
   (when the failed attempt started), "failed", and "waiting" when it was retried; at most
   TIMELINE_KEEP entries are kept (the reference keeps 20 with the first and the current one);
@@ -38,7 +38,9 @@ class JobPolicy(NamedTuple):
     after this many expiries the job goes to the dead letters (0: never); `ttl_spares_reserved`:
     a TTL that ends while the job is reserved waits for the lease to end (bunqueue's ttl) instead
     of evicting it at once (workq's); `max_attempts_error` / `stalled_error`: the failure texts
-    of those dead-lettered jobs ({max} is maxAttempts, {stalls} the expiries).
+    of those dead-lettered jobs ({max} is maxAttempts, {stalls} the expiries);
+    `timeout_error`: the failure text when a job's own timeout ends a reservation (core/extras.py
+    key ``timeout``); `backoff`: None, or fn(job, attempt) -> ms to wait before that retry.
     """
 
     stall_counts_attempt: bool = False
@@ -46,18 +48,26 @@ class JobPolicy(NamedTuple):
     ttl_spares_reserved: bool = False
     max_attempts_error: str = "Lock expired at max attempts ({max})"
     stalled_error: str = "Lock expired after {stalls} renewals"
+    timeout_error: str = "Job timeout exceeded"
+    backoff: object = None
 
 
 DEFAULT_POLICY = JobPolicy()
 
 
-def stack_lines(stack) -> list | None:
-    """The stack lines kept for a failure: stripped, non-empty str entries, at most
-    STACK_LIMIT; None when there are none or `stack` is not a list."""
+def stack_lines(stack, limit=STACK_LIMIT) -> list | None:
+    """The stack lines kept for a failure: stripped, non-empty str entries, at most `limit`
+    (None: no limit; 0 or less: none); None when there are none or `stack` is not a list
+    (bunqueue 2.9.5 domain/job/state.js normalizeStacktrace)."""
     if stack.__class__ is not list:
         return None
-    lines = [s.strip() for s in stack if s.__class__ is str and s.strip()][:STACK_LIMIT]
-    return lines or None
+    out = []
+    for s in stack:
+        if limit is not None and len(out) >= limit:
+            break
+        if s.__class__ is str and s.strip():
+            out.append(s.strip())
+    return out or None
 
 
 def failed(ext, failure, attempt: int, now_ms: int) -> dict:
@@ -66,7 +76,7 @@ def failed(ext, failure, attempt: int, now_ms: int) -> dict:
     the timeline's "active" (when the attempt started) and "failed" entries."""
     ext = dict(ext) if ext else {}
     if failure.stack.__class__ is list:
-        ext["stacktrace"] = stack_lines(failure.stack)
+        ext["stacktrace"] = stack_lines(failure.stack, failure.stack_limit)
     ext["failedReason"] = failure.error
     tl = list(ext.get("timeline", ()))
     if ext.get("startedAt") is not None:

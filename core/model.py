@@ -203,11 +203,13 @@ class ServerStats(NamedTuple):
 
 class Failure(NamedTuple):
     """What a worker reported with a failure (bunqueue FAIL; core/failures.py records it):
-    `error` text or None, `stack` lines (a list of str, kept up to the reference's limit, 10) or
-    None."""
+    `error` text or None, `stack` lines (a list of str) or None, and `stack_limit`: how many
+    non-empty lines are kept (the job's bunqueue stackTraceLimit, default 10; 0 or less keeps
+    none; None keeps every line, as the reference does for a limit that is not a number)."""
 
     error: str | None
     stack: list | None = None
+    stack_limit: int | float | None = 10
 
 
 def derived_uid(id: int) -> str:

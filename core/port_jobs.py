@@ -155,6 +155,27 @@ class JobOps:
             e.update_ext(job, extras or {}, drop)
         return True
 
+    def promote_jobs(self, queue: str, count: int | None, dialect: str,
+                     extras: dict | None = None) -> list:
+        """Promote up to `count` (None: every) delayed jobs of `queue` to ready at once,
+        oldest first (creation ms, then id); jobs waiting for dependencies stay. Each is a
+        `promote` transition (core/transitions.py), served to a waiting reserver of any
+        dialect at once; `extras` are set on each. Returns the promoted ids in that order
+        (bunqueue PromoteJobs: application/operations/jobPromotion.js promoteJobs)."""
+        e = self._engine
+        q = e.queues.get(queue)
+        if q is None or not q.n_delayed or (count is not None and count <= 0):
+            return []
+        sel = [x[3] for x in q.delayed if x[3].hver == x[2] and not e.blocked(x[3])]
+        sel.sort(key=lambda j: (j.created_ms, j.id))
+        if count is not None:
+            sel = sel[:count]
+        for job in sel:
+            e.requeue(job, 0, "promote", dialect)
+            if extras:
+                e.update_ext(job, extras)
+        return [j.id for j in sel]
+
     def change_priority(self, id: int, priority: int, dialect: str) -> bool:
         """Set job `id`'s rank (a ready job moves at once). False when it is gone."""
         job = self._engine.jobs.get(id)

@@ -20,6 +20,7 @@ MORE_FIELDS = (
     ("timeouts", 0), ("releases", 0), ("buries", 0), ("kicks", 0), ("fails", 0),
     ("ttl_ms", 0), ("expires_at", 0), ("max_attempts", 0), ("max_fails", 0),
     ("result", None), ("result_ok", False), ("sched_ms", 0), ("fmt", 0), ("ext", None),
+    ("timeout_at", 0),
 )
 
 
@@ -35,6 +36,7 @@ class JobMore:
         self.result_ok = False
         self.sched_ms = self.fmt = 0
         self.ext = None
+        self.timeout_at = 0
 
 
 def _more(name: str, default):
@@ -72,7 +74,9 @@ class Job:
     Finishing fields: ttl_ms (the TTL the client gave, ms, 0 = none), expires_at (monotonic ms
     when the job is evicted, 0 = never), max_attempts / max_fails (0 = unlimited / none),
     fails (explicit failures), result (bytes or None), result_ok (success flag of the result),
-    sched_ms (wall ms of a workq `schedule` time, 0 = not scheduled).
+    sched_ms (wall ms of a workq `schedule` time, 0 = not scheduled), timeout_at (monotonic ms at
+    which the current reservation of a job with its own processing timeout ends whatever its
+    lease: core/extras.py key ``timeout``; 0 = none).
     Dialect extras: fmt (payload encoding: 0 raw bytes, 1 a MessagePack value: bunqueue data
     that is not a string), ext (dict of extras such as name, backoff, tags, progress, logs,
     dependsOn; None for jobs that have none; stored as one MessagePack map). `ext` is replaced,
@@ -189,7 +193,8 @@ class Owner:
     DEADLINE_SOON near one of the owner's TTR deadlines (beanstalk; workq has no such reply).
     `durable`: a reservation is committed before it is answered (workq counts attempts at lease
     and they must survive a restart; beanstalk reservations are not stored).
-    `ttr_ms`: when not 0, a reservation by this owner sets the job's TTR to it (bunqueue lockTtl).
+    `ttr_ms`: when not 0, the length of this owner's leases (bunqueue lockTtl) instead of the
+    job's own TTR, which the job keeps (issue 16).
     `name`: the worker in the history (`<dialect>#<n>` per connection, or a bunqueue owner).
     """
 

@@ -131,6 +131,10 @@ class Scheduling:
             self._emit(job, row, DELAYED, "jobgate")
             self._serve(q)
         for job in _due(self._reserved, now):
+            m = job.more
+            if m is not None and m.timeout_at and m.timeout_at <= now:
+                self._timed_out(job)   # its own timeout, not its lease (core.extras)
+                continue
             q = self.queues[job.queue]
             self._leave(job, q)
             self._ttr_expired(job, q)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from itertools import chain
 
 from .codec import array_header, map_header, pack
-from .options import DATA_MAX, data_error, options_error, queue_error, queue_name
+from .options import DATA_MAX, data_error, options_error, queue_error, queue_name, take_name
 
 #: Frames larger than this (bytes) are decoded in slices (codec.decode_steps) and their data
 #: encoded in slices (pack_steps).
@@ -163,6 +163,9 @@ def push_batch_steps(sess, cmd: dict, create_one, create_plain, plain_keys, slic
             yield None
         if opts.__class__ is not dict:
             return {"ok": False, "error": f"jobs[{i}]: Invalid job"}
+        msg = take_name(opts)   # a name inside data moves to the job's name (options.py)
+        if msg:
+            return {"ok": False, "error": f"jobs[{i}]: {msg}"}
         enc = yield from encode_steps(opts.get("data"), sliced)
         msg = _JSON if enc[2] else (None if plain else options_error(opts))
         if msg:

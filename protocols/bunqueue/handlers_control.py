@@ -161,9 +161,16 @@ def drain(sess, cmd: dict):
 
 @command("Obliterate", mutating=True)
 def obliterate(sess, cmd: dict):
+    """Delete every job of the queue and forget its state: a paused queue is no longer paused
+    (the reference deletes the queue's state with its limits: domain/queue/limiterManager.js
+    deleteQueue), its limits and stall config go, and its telemetry."""
+    e = sess.port
     name = queue_name(cmd.get("queue"))
     _delete_where(sess, name, lambda j: True, event="obliterate")
-    sess.port.clear_queue_settings(name)   # limits and stall config go too (reference)
+    e.clear_queue_settings(name)   # limits and stall config go too (reference)
+    if e.pause(name, 0):
+        e.keep(name, False)
+    sess.info.telemetry.clear(name)
     return ok_empty()
 
 
@@ -196,7 +203,7 @@ def clean(sess, cmd: dict):
 
 # --------------------------------------------------------------------- DLQ
 #: Failure records a retry from the DLQ starts over without (core/failures.py).
-_RETRY_DROP = ("failedReason", "stacktrace", "startedAt", "timeline", "dlqReason", "dlqAt")
+RETRY_DROP = ("failedReason", "stacktrace", "startedAt", "timeline", "dlqReason", "dlqAt")
 
 
 @command("RetryDlq", mutating=True)
@@ -207,7 +214,7 @@ def retry_dlq(sess, cmd: dict):
     if jid is not None:
         jobs = [j for j in jobs if j.uid == str(jid)]
     for j in jobs:
-        e.requeue(j.id, 0, "retry", "bunqueue", {"runAt": _now(sess)}, _RETRY_DROP,
+        e.requeue(j.id, 0, "retry", "bunqueue", {"runAt": _now(sess)}, RETRY_DROP,
                   reset_fails=True)
     return {"ok": True, "count": len(jobs)}
 
@@ -243,6 +250,25 @@ def add_log(sess, cmd: dict):
     logs.append([str(msg), str(level), _now(sess)])
     sess.port.update_extras(job.id, {"logs": logs[-MAX_LOGS:]})
     return {"ok": True, "data": {"added": True}}
+
+
+@command("ClearLogs", mutating=True)
+def clear_logs(sess, cmd: dict):
+    """Remove a job's log entries, keeping the newest `keepLogs` when it is a positive number
+    (reference handlers/monitoring/operations.js handleClearLogs: ok even for an unknown
+    job)."""
+    job = find(sess, cmd.get("id"))
+    if job is None or job.ext is None or not job.ext.get("logs"):
+        return ok_empty()
+    keep = cmd.get("keepLogs")
+    keep = int(keep) if keep.__class__ in (int, float) and keep == keep and keep > 0 \
+        and keep != float("inf") else 0
+    logs = job.ext["logs"]
+    if keep:
+        sess.port.update_extras(job.id, {"logs": list(logs[-keep:])})
+    else:
+        sess.port.update_extras(job.id, {}, ("logs",))
+    return ok_empty()
 
 
 # ---------------------------------------------------------- workers/events

@@ -13,13 +13,19 @@ from .info import DEFAULT_LOCK_TTL_MS
 from .jobview import DEFAULT_MAX_ATTEMPTS, job_body, new_id
 from .bulk import encode_steps, push_batch_steps, release_steps, too_large
 from .options import (build_ext, data_error, encode_data, number_error, options_error,
-                      queue_error, queue_name)
+                      queue_error, queue_name, take_name)
 from .handlers_flow import link_new_child, parent_link_error, with_parent
 from .registry import PENDING, Spliced, bulk_command, command, err
 
 
 def _now(sess) -> int:
     return sess.port.clock.wall_ms()
+
+
+def _pushed(sess, queue: str, n: int) -> None:
+    info = sess.info
+    info.total_pushed += n
+    info.telemetry.event(queue, n)
 
 
 # ------------------------------------------------------------------- push
@@ -53,7 +59,7 @@ def _push_one(sess, queue: str, opts: dict, prefix: str = "", encoded=None):
             ext = build_ext(opts, None, ())
         e.put(queue, payload, 0, 0, DEFAULT_LOCK_TTL_MS, "bunqueue", uid,
               max_fails=DEFAULT_MAX_ATTEMPTS, event="push", ext=ext, fmt=fmt)
-        sess.info.total_pushed += 1
+        _pushed(sess, queue, 1)
         return uid
     if encoded is None:
         msg = data_error(data) or options_error(opts)
@@ -103,14 +109,23 @@ def _push_one(sess, queue: str, opts: dict, prefix: str = "", encoded=None):
           ext=ext, fmt=fmt)
     if opts.get("parentId") is not None:
         link_new_child(sess, uid, opts)
-    sess.info.total_pushed += 1
+    _pushed(sess, queue, 1)
     return uid
+
+
+def _name_error(cmd: dict) -> str | None:
+    """take_name for a PUSH; its error is answered after the data and option checks, as the
+    reference normalises the name last (handlers/core.js handlePush)."""
+    msg = take_name(cmd)
+    if msg:
+        return data_error(cmd.get("data")) or options_error(cmd) or msg
+    return None
 
 
 @command("PUSH", mutating=True)
 def push(sess, cmd: dict):
     q = cmd.get("queue")
-    msg = queue_error(q)
+    msg = queue_error(q) or _name_error(cmd)
     if msg:
         return err(msg)
     r = _push_one(sess, queue_name(q), cmd)
@@ -123,7 +138,7 @@ def push(sess, cmd: dict):
 def push_steps(sess, cmd: dict):
     """PUSH of a frame over bulk.BIG_FRAME: its data is checked and encoded in slices."""
     q = cmd.get("queue")
-    msg = queue_error(q)
+    msg = queue_error(q) or _name_error(cmd)
     if msg:
         return err(msg)
     enc = yield from encode_steps(cmd.get("data"), True)
@@ -168,7 +183,7 @@ def _create_plain(sess, queue: str, items: list) -> list:
         rows.append((payload, fmt, uid, ext))
     sess.port.put_many(queue, rows, DEFAULT_LOCK_TTL_MS, "bunqueue", DEFAULT_MAX_ATTEMPTS,
                        "push")
-    sess.info.total_pushed += len(rows)
+    _pushed(sess, queue, len(rows))
     return ids
 
 
@@ -194,7 +209,9 @@ def _started(sess, r, now: int) -> bytes:
     """Mark a just-reserved job (a core.api.Reserved) active; returns its packed Job object."""
     e = sess.port
     e.update_extras(r.id, {"startedAt": now, "lastHeartbeat": now}, persist=False)
-    sess.info.total_pulled += 1
+    info = sess.info
+    info.total_pulled += 1
+    info.telemetry.event(r.queue)
     return job_body(e.job(r.id))
 
 

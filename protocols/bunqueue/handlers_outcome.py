@@ -17,6 +17,8 @@ from .jobview import DEFAULT_BACKOFF_MS
 from .registry import command, err, ok_empty
 
 MAX_BACKOFF_MS = 3_600_000   # the reference's DEFAULT_MAX_BACKOFF
+#: Stack lines a FAIL keeps when the job has no stackTraceLimit (reference JOB_DEFAULTS).
+STACK_TRACE_LIMIT = 10
 
 
 def _now(sess) -> int:
@@ -48,7 +50,9 @@ def _ack(sess, jid: int, result, remove) -> None:
     e.complete(jid, b"" if result is UNDEFINED else pack(result), "bunqueue",
                {"completedAt": _now(sess), "progress": 100, "resultFmt": 1})
     sess.info.total_completed += 1
-    if remove or (e.job(jid).ext or {}).get("removeOnComplete"):
+    view = e.job(jid)
+    sess.info.telemetry.finished(view.queue, "completed", _now(sess))
+    if remove or (view.ext or {}).get("removeOnComplete"):
         e.remove(jid, "bunqueue", "remove")
 
 
@@ -108,14 +112,22 @@ def fail(sess, cmd: dict):
     error = cmd.get("error")
     error = None if error is None else str(error)
     raw = b"" if error is None else error.encode()
-    failure = Failure(error, cmd.get("stack"))
-    unrecoverable = cmd.get("unrecoverable") is True
     view = e.job(jid)
+    limit = (view.ext or {}).get("stackTraceLimit", STACK_TRACE_LIMIT)
+    if limit.__class__ not in (int, float) or limit != limit:
+        limit = None   # a comparison with a non-number is false in JavaScript: no limit
+    failure = Failure(error, cmd.get("stack"), limit)
+    unrecoverable = cmd.get("unrecoverable") is True
     backoff = 0 if unrecoverable else backoff_ms(view, view.fails + 1)
-    if e.fail(jid, raw, "bunqueue", backoff, failure, unrecoverable) == "dead":
-        sess.info.total_failed += 1
-        if (view.ext or {}).get("removeOnFail"):
-            e.remove(jid, "bunqueue", "remove")
+    outcome = e.fail(jid, raw, "bunqueue", backoff, failure, unrecoverable)
+    tel = sess.info.telemetry
+    if outcome != "dead":
+        tel.event(view.queue)
+        return ok_empty()
+    sess.info.total_failed += 1
+    tel.finished(view.queue, "failed", _now(sess))
+    if (view.ext or {}).get("removeOnFail"):
+        e.remove(jid, "bunqueue", "remove")
     return ok_empty()
 
 
@@ -144,6 +156,24 @@ def job_heartbeat_batch(sess, cmd: dict):
         if _renew(sess, id, tokens[i] if tokens and i < len(tokens) else None):
             n += 1
     return {"ok": True, "data": {"ok": True, "count": n}}
+
+
+@command("ExtendLocks")
+def extend_locks(sess, cmd: dict):
+    """ExtendLock for each of `ids` with `tokens[i]` and `durations[i]` (ms): {ok, count}
+    (reference handlers/monitoring/operations.js handleExtendLocks). Missing `ids` or
+    `tokens` is a field error, as the reference's TypeError."""
+    ids = cmd.get("ids")
+    tokens = cmd.get("tokens")
+    durations = cmd.get("durations")
+    n = 0
+    for i in range(len(ids)):
+        tok = tokens[i] if i < len(tokens) else None
+        d = durations[i] if durations is not None and i < len(durations) else None
+        ttl = int(d) if d.__class__ in (int, float) and d == d and 0 < d < 2 ** 53 else 0
+        if _renew(sess, ids[i], tok if tok.__class__ is str and tok else None, ttl):
+            n += 1
+    return {"ok": True, "count": n}
 
 
 @command("ExtendLock")

@@ -4,9 +4,6 @@ reference differs from the spec, e.g. ListQueues answers names and GetJobCounts 
 """
 from __future__ import annotations
 
-import os
-import resource
-
 from core.api import RESERVED, TIMED_OUT, JobView
 
 from .codec import UNDEFINED, js_num, num, splice_map
@@ -175,16 +172,38 @@ def get_counts_per_priority(sess, cmd: dict):
 
 @command("GetJobs")
 def get_jobs(sess, cmd: dict):
+    """Jobs of the queue, oldest first (`asc` false: newest first), filtered by `state`: one
+    state name or a list of them (an empty list: every state); while the queue is paused, its
+    waiting and prioritized jobs are in state "paused" for the filter. Each Job object carries
+    `state`, `returnvalue` and `failedReason` (reference handlers/query.js handleGetJobs and
+    application/operations/query/pagination.js getJobs)."""
+    e = sess.port
     queue = queue_name(cmd.get("queue"))
     state = cmd.get("state")
     limit = cmd.get("limit")
     offset = cmd.get("offset")
     limit = int(limit) if limit.__class__ in (int, float) and limit >= 0 else 100
     offset = int(offset) if offset.__class__ in (int, float) and offset >= 0 else 0
-    jobs = sess.port.jobs(queue)
-    if state is not None:
-        jobs = [j for j in jobs if state_name(j) == state]
-    return job_list(sess, jobs[offset:offset + limit])
+    jobs = e.jobs(queue)
+    if cmd.get("asc") is False:
+        jobs.reverse()
+    states = None
+    if state.__class__ is list:
+        states = set(state) if state else None
+    elif state:
+        states = {state}
+    if states is not None:
+        qv = e.queue(queue)
+        paused = qv is not None and qv.paused
+
+        def logical(j) -> str:
+            s = state_name(j)
+            return "paused" if paused and s in ("waiting", "prioritized") else s
+        jobs = [j for j in jobs if logical(j) in states]
+    jobs = jobs[offset:offset + limit]
+    single = state if state.__class__ is str and state else None
+    return Spliced({"ok": True}, [("jobs", _array([job_body(j, full=True, state=single)
+                                                   for j in jobs]))])
 
 
 #: How long the reference keeps a DLQ entry (its default maxAge, 7 days; reported only: jobgate
@@ -304,44 +323,6 @@ def stats(sess, cmd: dict):
         "dlq": t["dlq"], "completed": t["completed"], "failed": info.failed_total(),
         "uptime": num(uptime_ms), "pushPerSec": js_num(round(info.total_pushed / secs, 2)),
         "pullPerSec": js_num(round(info.total_pulled / secs, 2))}}
-
-
-def _rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
-@command("Metrics")
-def metrics(sess, cmd: dict):
-    info = sess.info
-    size = 0.0
-    path = info.db_path
-    if path and os.path.exists(path):
-        size = os.path.getsize(path) / (1024 * 1024)
-    return {"ok": True, "metrics": {
-        "totalPushed": num(info.total_pushed), "totalPulled": num(info.total_pulled),
-        "totalCompleted": num(info.total_completed), "totalFailed": num(info.failed_total()),
-        "avgLatencyMs": 0, "avgProcessingMs": 0, "memoryUsageMb": js_num(_rss_mb()),
-        "sqliteSizeMb": js_num(size), "activeConnections": info.connections}}
-
-
-@command("Prometheus")
-def prometheus(sess, cmd: dict):
-    info = sess.info
-    t = _totals(sess)
-    lines = []
-    for name, help_, value in (
-            ("bunqueue_jobs_waiting", "Jobs waiting", t["waiting"]),
-            ("bunqueue_jobs_delayed", "Jobs delayed", t["delayed"]),
-            ("bunqueue_jobs_active", "Jobs being processed", t["active"]),
-            ("bunqueue_jobs_dlq", "Jobs in the dead-letter queue", t["dlq"]),
-            ("bunqueue_jobs_completed", "Completed jobs kept", t["completed"]),
-            ("bunqueue_jobs_pushed_total", "Jobs pushed", info.total_pushed),
-            ("bunqueue_jobs_pulled_total", "Jobs pulled", info.total_pulled),
-            ("bunqueue_jobs_completed_total", "Jobs acknowledged", info.total_completed),
-            ("bunqueue_jobs_failed_total", "Jobs failed for good", info.failed_total())):
-        kind = "counter" if name.endswith("_total") else "gauge"
-        lines += [f"# HELP {name} {help_}", f"# TYPE {name} {kind}", f"{name} {value}"]
-    return {"ok": True, "data": {"metrics": "\n".join(lines) + "\n"}}
 
 
 @command("StorageStatus")

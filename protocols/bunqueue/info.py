@@ -14,6 +14,8 @@ import hmac
 from core.api import JobPolicy, Port, Principal
 
 from .workers import WorkerRegistry
+from .handlers_outcome import backoff_ms
+from .telemetry import QueueTelemetry
 
 #: What Hello announces (reference 2.9.5 answers protocol 3 with these capabilities).
 PROTOCOL_VERSIONS = (1, 2, 3)
@@ -26,8 +28,11 @@ MAX_STALLS = 3
 
 #: bunqueue's jobs (reference lockManager): a lock expiry counts an attempt; at maxAttempts, or
 #: after MAX_STALLS expiries, the job goes to the DLQ; a ttl spares an active job.
+#: A job's own `timeout` (core/extras.py) fails it with the reference's text and retries it
+#: after its backoff (application/background/timeouts.js).
 BUNQUEUE_POLICY = JobPolicy(stall_counts_attempt=True, max_stalls=MAX_STALLS,
-                            ttl_spares_reserved=True)
+                            ttl_spares_reserved=True, timeout_error="Job timeout exceeded",
+                            backoff=backoff_ms)
 
 
 _EVERY_QUEUE = Principal("token", "token", ("*",))
@@ -68,6 +73,8 @@ class BunqueueInfo:
         self.total_pulled = 0
         self.total_completed = 0
         self.total_failed = 0
+        #: per-queue events and completed / failed series (TrimEvents, Metrics per queue)
+        self.telemetry = QueueTelemetry()
         self.port.set_policy("bunqueue", BUNQUEUE_POLICY)
 
     def failed_total(self) -> int:

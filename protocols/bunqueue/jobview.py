@@ -130,7 +130,7 @@ _EMPTY: dict = {}
 #: Job fields that never vary (bunqueue features jobgate does not have: BullMQ v5 options).
 _CONSTANT = {
     "childrenCompleted": 0, "stallTimeout": None,
-    "stackTraceLimit": 10, "keepLogs": None, "sizeLimit": None, "deduplicationTtl": None,
+    "keepLogs": None, "sizeLimit": None, "deduplicationTtl": None,
     "deduplicationExtend": False, "deduplicationReplace": False, "debounceId": None,
     "debounceTtl": None,
 }
@@ -141,7 +141,8 @@ POLICY_FLAGS = {"fail": "failParentOnFailure", "remove": "removeDependencyOnFail
 _OPTION_KEYS = frozenset(("backoff", "backoffConfig", "dependsOn", "tags", "progressMessage",
                           "stacktrace", "repeat", "durable", "lifo", "removeOnComplete",
                           "removeOnFail", "timeout", "uniqueKey", "customId", "groupId",
-                          "parentId", "childrenIds", "parentPolicy"))
+                          "parentId", "childrenIds", "parentPolicy",
+                          "stackTraceLimit"))
 
 
 def _options(ext: dict) -> dict:
@@ -168,6 +169,7 @@ def _options(ext: dict) -> dict:
         "removeDependencyOnFailure": ext.get("parentPolicy") == "remove",
         "continueParentOnFailure": ext.get("parentPolicy") == "continue",
         "ignoreDependencyOnFailure": ext.get("parentPolicy") == "ignore",
+        "stackTraceLimit": ext.get("stackTraceLimit", 10),
     }
 
 
@@ -176,10 +178,11 @@ _FIXED_DEFAULT = map_body(_options({})) + map_body(_CONSTANT)
 _FIXED_CONSTANT = map_body(_CONSTANT)
 
 
-def job_body(job, full: bool = False, outcome: bool = False) -> bytes:
+def job_body(job, full: bool = False, outcome: bool = False, state: str | None = None) -> bytes:
     """The packed Job object of `job`, a core.api.JobView (47 fields; `outcome`: plus
     returnvalue and failedReason,
-    as GetJobByCustomId sends; `full`: plus state too, as GetJob sends). The payload is spliced
+    as GetJobByCustomId sends; `full`: plus state too, as GetJob sends: `state`, or the job's
+    own state name when None). The payload is spliced
     in as stored, not re-encoded; fields that do not vary are spliced in pre-packed (key order
     within a Job is not significant to clients; docs/bunqueue.md)."""
     ext = job.ext if job.ext is not None else _EMPTY
@@ -203,7 +206,7 @@ def job_body(job, full: bool = False, outcome: bool = False) -> bytes:
     }
     if full or outcome:
         if full:
-            tail["state"] = state_name(job)
+            tail["state"] = state or state_name(job)
         tail["returnvalue"] = UNDEFINED
         tail["failedReason"] = UNDEFINED
         if job.result is not None and job.result_ok:

@@ -124,6 +124,30 @@ def options_error(opts: dict) -> str | None:
     return None
 
 
+NAME_ERROR = "Job name must be a non-empty string of at most 256 characters"
+
+
+def take_name(opts: dict) -> str | None:
+    """The reference's normalizeLegacyJobPayload (domain/job/payload.js) on one PUSH / PUSHB
+    job, in place: without a `name`, a `name` string inside a map `data` becomes the job's
+    name and leaves the data (data = the other keys); a name (given or taken) must be a
+    non-empty string of at most 256 characters. Returns NAME_ERROR or None. A nil `name` counts
+    as absent (the decoder reads nil and undefined alike; the reference refuses nil)."""
+    name = opts.get("name")
+    if name is None:
+        data = opts.get("data")
+        if data.__class__ is not dict:
+            return None
+        name = data.get("name")
+        if name.__class__ is not str:
+            return None
+        opts["data"] = {k: v for k, v in data.items() if k != "name"}
+        opts["name"] = name
+    if name.__class__ is not str or not name or len(name) > 256:
+        return NAME_ERROR
+    return None
+
+
 def encode_data(data) -> tuple[bytes, int]:
     """(payload, fmt) for `data`: a str is stored as its UTF-8 bytes (other dialects read it
     as is), anything else as its MessagePack encoding (fmt 1)."""
@@ -133,7 +157,7 @@ def encode_data(data) -> tuple[bytes, int]:
 
 
 _EXT_KEYS = ("tags", "groupId", "lifo", "removeOnComplete", "removeOnFail", "durable",
-             "repeat", "timeout", "uniqueKey")
+             "repeat", "timeout", "uniqueKey", "stackTraceLimit")
 
 
 def build_ext(opts: dict, custom_id, deps_unmet: list) -> dict | None:
