@@ -18,7 +18,9 @@ keys the engine reads itself:
 - ``timeout`` (ms): the job's own processing limit (bunqueue's `timeout` option). A reservation
   of it ends that many ms after it began whatever its lease (a lock TTL renewed by heartbeats
   does not extend it), and the job then fails with its dialect policy's `timeout_error`
-  (core/failures.py JobPolicy), retried after the policy's backoff while attempts remain.
+  (core/failures.py JobPolicy), retried after the policy's backoff while attempts remain. The
+  engine then writes ``timedOutLease``: the token of the lease that the timeout ended (a late
+  outcome presented with it is answered as ignored, bunqueue's isRetiredOutcome).
 
 `job.ext` is never changed in place: every change replaces the dict (`update_ext`), so a
 snapshot (core.model.JobView) may share it.
@@ -144,13 +146,18 @@ class Extras:
         timeout_error, retried after the policy's backoff or failed for good (dlqReason
         ``timeout``), as bunqueue 2.9.5's job timeout scheduler does (application/background/
         timeouts.js: fail(id, 'Job timeout exceeded', timeout))."""
+        from .leases import token_str
         from .model import Failure
         pol = self.policy(job)
         text = pol.timeout_error
         backoff = pol.backoff(job, job.fails + 1) if pol.backoff is not None else 0
         self.job_timeouts += 1
-        if self.fail(job, text.encode(), "jobgate", backoff, Failure(text, None)) == "dead":
-            self.update_ext(job, {"dlqReason": "timeout"})
+        lease = token_str(job.token)
+        outcome = self.fail(job, text.encode(), "jobgate", backoff, Failure(text, None))
+        fields = {"timedOutLease": lease}
+        if outcome == "dead":
+            fields["dlqReason"] = "timeout"
+        self.update_ext(job, fields)
 
     def reserve_many(self, owner: Owner, queue: str, n: int,
                      mode: int = TOKEN_CHECKED) -> list[Job]:

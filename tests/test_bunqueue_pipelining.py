@@ -14,7 +14,7 @@ import time
 import pytest
 
 from .bunqueue_support import (BQ, UNDEF, bq_server_start, frame, frame_raw, pack, qname,
-                               reference_mode, xbug)
+                               reference_mode)
 
 TOO_LARGE = "Frame too large: {} bytes exceeds maximum 67108864"
 
@@ -42,12 +42,19 @@ def test_absent_req_id_is_undefined(bq):
     assert c.recv()["reqId"] is UNDEF
 
 
-@xbug("reqId nil is echoed as undefined (ext 0): jobgate decodes ext 0 and nil alike; the "
-      "reference echoes nil as nil")
 def test_nil_req_id_is_echoed_as_nil(bq):
+    """B11 (fixed in issue 16): nil is echoed as nil, undefined as undefined, also when a nil
+    `reqId` key sits inside the data or the command fails."""
     c = bq()
     c.send({"cmd": "Ping", "reqId": None})
     assert c.recv()["reqId"] is None
+    c.send({"cmd": "Bogus", "reqId": None})
+    assert c.recv() == {"ok": False, "error": "Unknown command: Bogus", "reqId": None}
+    c.send({"cmd": "PUSH", "queue": qname(), "data": {"reqId": None}, "reqId": UNDEF})
+    assert c.recv()["reqId"] is UNDEF
+    c.send({"cmd": "PUSH", "queue": qname(), "data": {"reqId": "x"}, "reqId": None})
+    r = c.recv()
+    assert r["ok"] is True and r["reqId"] is None
 
 
 # ====================================================================== pipelining

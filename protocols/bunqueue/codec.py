@@ -240,6 +240,23 @@ def command_of(obj):
     return obj
 
 
+def nil_req_id(body) -> bool:
+    """True when the command map in frame `body` has a top-level `reqId` that is MessagePack
+    nil (0xc0), not undefined (ext 0): both decode as None, but the reference echoes nil as
+    nil (B11). Reads the map's keys only; values are skipped without being built."""
+    u = msgpack.Unpacker(raw=False, ext_hook=_ext, strict_map_key=False,
+                         max_buffer_size=max(len(body), 1024))
+    u.feed(body)
+    try:
+        for _ in range(u.read_map_header()):
+            if u.unpack() == "reqId":
+                return body[u.tell()] == 0xC0
+            u.skip()
+    except (ValueError, msgpack.UnpackException, IndexError, TypeError):
+        return False
+    return False
+
+
 def _js_string(v) -> str:
     """JavaScript's String(v) for the scalar types MessagePack carries."""
     if v is True:

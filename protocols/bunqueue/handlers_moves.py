@@ -48,6 +48,17 @@ def note_event(sess, queue: str, n: int = 1) -> None:
     sess.info.telemetry.event(queue, n)
 
 
+def _left_active(job, fields: dict) -> dict:
+    """`fields` plus the job's timeline with the "active" entry of the attempt it leaves (the
+    reference appends it when the job is pulled and keeps it after a move)."""
+    ext = job.ext or {}
+    started = ext.get("startedAt")
+    if started is not None:
+        fields["timeline"] = list(ext.get("timeline", ())) + [
+            {"state": "active", "timestamp": float(started)}]
+    return fields
+
+
 @command("MoveToWait", mutating=True)
 def move_to_wait(sess, cmd: dict):
     """Active -> waiting (lock token checked), delayed -> waiting (promote), failed ->
@@ -60,7 +71,8 @@ def move_to_wait(sess, cmd: dict):
         bad = lease_error(sess, job, _token(cmd))
         if bad:
             return bad
-        e.requeue(job.id, 0, "release", "bunqueue", {"runAt": now}, ("startedAt",))
+        e.requeue(job.id, 0, "release", "bunqueue", _left_active(job, {"runAt": now}),
+                  ("startedAt",))
     elif state == "delayed":
         e.requeue(job.id, 0, "promote", "bunqueue", {"runAt": now})
     elif state == "failed":
@@ -110,9 +122,12 @@ def change_delay(sess, cmd: dict):
     if job is None or job.blocked or job.state not in (READY, DELAYED, RESERVED):
         return err("Job not found or cannot change delay")
     delay = max(0, int(d))
-    drop = ("startedAt",) if job.state is RESERVED else ()
-    sess.port.requeue(job.id, delay, "release", "bunqueue", {"runAt": _now(sess) + delay},
-                      drop)
+    fields = {"runAt": _now(sess) + delay}
+    drop = ()
+    if job.state is RESERVED:
+        fields = _left_active(job, fields)
+        drop = ("startedAt",)
+    sess.port.requeue(job.id, delay, "release", "bunqueue", fields, drop)
     note_event(sess, job.queue)
     return ok_empty()
 

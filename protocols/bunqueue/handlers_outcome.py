@@ -36,11 +36,20 @@ def _active(sess, id, token):
     c = NOT_ACTIVE if jid is None else e.check_lease(jid, token)
     if c == LEASE_OK:
         return jid
+    if token is not None and jid is not None and token == (
+            (e.job(jid).ext or {}).get("timedOutLease")):
+        return ignored()   # its own timeout ended that attempt (reference isRetiredOutcome)
     if c == NOT_ACTIVE:
         return err(f"Job not found or not in processing state: {sid}")
     if c == TOKEN_MISSING:
         return err(f"Lock token required for job {sid}")
     return err(f"Invalid or expired lock token for job {sid}")
+
+
+def ignored() -> dict:
+    """The reply to a late ACK / FAIL whose attempt the job's own timeout ended (reference
+    queue-manager/ack.js ignoredOutcome)."""
+    return {"ok": True, "data": {"applied": False, "reason": "already-finalized"}}
 
 
 def _ack(sess, jid: int, result, remove) -> None:

@@ -296,7 +296,7 @@ def get_logs(sess, cmd: dict):
     job = find(sess, cmd.get("id"))
     logs = [] if job is None or job.ext is None else job.ext.get("logs", [])
     return {"ok": True, "data": {"logs": [
-        {"message": m, "level": lv, "timestamp": float(t)} for m, lv, t in logs],
+        {"timestamp": float(t), "level": lv, "message": m} for m, lv, t in logs],
         "count": len(logs)}}
 
 

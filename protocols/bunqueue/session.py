@@ -25,7 +25,8 @@ from . import (handlers_control, handlers_core, handlers_flow,  # noqa: F401 (re
                handlers_metrics, handlers_moves, handlers_outcome, handlers_query)
 from . import handlers_limits  # noqa: F401 (registration: issue 16 queue limits)
 from .bulk import BIG_FRAME
-from .codec import UNDEFINED, decode_command, decode_steps, frame, pack, splice_map, unpack_value
+from .codec import (UNDEFINED, decode_command, decode_steps, frame, nil_req_id, pack, splice_map,
+                    unpack_value)
 from .info import CAPABILITIES, PROTOCOL_VERSIONS, SPEAKS_VERSION, BunqueueInfo
 from .registry import BULK, HANDLERS, MUTATING, PENDING, Spliced, command, err, ok_empty
 
@@ -65,6 +66,23 @@ def event_frame(ev) -> bytes | None:
     elif t == "failed":
         e["error"] = ev.error
     return frame(pack({"type": "event", "event": e}))
+
+
+class _Nil:
+    """A `reqId` sent as MessagePack nil (decoded commands hold None for nil and undefined)."""
+
+    __slots__ = ()
+
+
+NIL = _Nil()
+
+
+def _nil_checked(cmd, body):
+    """`cmd` with a nil `reqId` marked NIL (echoed as nil, as the reference does: B11); the
+    frame is looked at again only when a `reqId` decoded as None."""
+    if cmd.__class__ is dict and cmd.get("reqId", 0) is None and nil_req_id(body):
+        cmd["reqId"] = NIL
+    return cmd
 
 
 def encode(reply, rid) -> bytes:
@@ -117,10 +135,10 @@ class Session:
         (connection.py runs it a slice per loop iteration)."""
         if len(body) > BIG_FRAME:
             return self._big(body)
-        return self.run(decode_command(body))
+        return self.run(_nil_checked(decode_command(body), body))
 
     def _big(self, body: bytes):
-        cmd = yield from decode_steps(body)
+        cmd = _nil_checked((yield from decode_steps(body)), body)
         self.bulk = True
         try:
             r = self.run(cmd)
@@ -140,6 +158,8 @@ class Session:
         rid = cmd.get("reqId", UNDEFINED)
         if rid is None:
             rid = UNDEFINED
+        elif rid is NIL:
+            rid = None
         name = cmd["cmd"]
         if self.info.rate_limit and not self._take_token():
             return encode(err("Rate limit exceeded"), rid if rid.__class__ is str else UNDEFINED)
