@@ -14,6 +14,7 @@ import resource
 
 from .codec import js_num, num
 from .handlers_query import counts
+from .info import BUN_VERSION, SPEAKS_VERSION
 from .options import queue_error
 from .registry import command, err
 
@@ -95,11 +96,57 @@ def _label(v: str) -> str:
     return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
+#: Latency histogram buckets of the reference (seconds, application/latencyTracker.js).
+_BUCKETS = ("0.0001", "0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1",
+            "0.25", "0.5", "1", "2.5", "5", "10", "+Inf")
+#: The reference's S3 backup series (prometheusOperationalMetrics.js) with the values of a
+#: server without S3 backup: jobgate has none (docs/bunqueue.md).
+_BACKUP = (
+    ("bunqueue_backup_enabled", "Whether scheduled S3 backup is enabled", "gauge", 0),
+    ("bunqueue_backup_scheduler_running", "Whether the scheduled S3 backup timer is running",
+     "gauge", 0),
+    ("bunqueue_backup_in_progress", "Whether an S3 backup is in progress", "gauge", 0),
+    ("bunqueue_backup_interval_seconds", "Configured S3 backup interval in seconds", "gauge",
+     21600),
+    ("bunqueue_backup_retention", "Configured number of S3 backups to retain", "gauge", 7),
+    ("bunqueue_backup_attempts_total", "S3 backup attempts started", "counter", 0),
+    ("bunqueue_backup_successes_total", "Successful S3 backup attempts", "counter", 0),
+    ("bunqueue_backup_failures_total", "Failed S3 backup attempts", "counter", 0),
+    ("bunqueue_backup_overlap_rejections_total",
+     "S3 backup requests rejected because another backup was active", "counter", 0),
+    ("bunqueue_backup_consecutive_failures", "Consecutive failed S3 backup attempts", "gauge",
+     0),
+    ("bunqueue_backup_last_success_timestamp_seconds",
+     "Unix timestamp of the last successful S3 backup, or zero", "gauge", 0),
+    ("bunqueue_backup_last_failure_timestamp_seconds",
+     "Unix timestamp of the last failed S3 backup, or zero", "gauge", 0),
+    ("bunqueue_backup_last_duration_seconds", "Duration of the last S3 backup attempt", "gauge",
+     0),
+    ("bunqueue_backup_last_size_bytes", "Compressed size of the last successful S3 backup",
+     "gauge", 0),
+)
+
+
+def _block(lines: list, name: str, help_: str, kind: str, samples) -> None:
+    """One metric: a blank line before it (but the first), HELP, TYPE and `samples`: a value,
+    or a list of (labels str, value)."""
+    if lines:
+        lines.append("")
+    lines += [f"# HELP {name} {help_}", f"# TYPE {name} {kind}"]
+    if samples.__class__ is list:
+        lines += [f"{name}{labels} {v}" for labels, v in samples]
+    else:
+        lines.append(f"{name} {samples}")
+
+
 @command("Prometheus")
 def prometheus(sess, cmd: dict):
-    """The reference's Prometheus text (metricsExporter.js): the same metric names, HELP
-    texts and order for what jobgate has (docs/bunqueue.md lists what it leaves out), blocks
-    separated by a blank line, ending in a newline."""
+    """The reference's Prometheus text (application/metricsExporter.js and
+    prometheusOperationalMetrics.js): every series it writes, with its HELP text, type and
+    order, blocks separated by a blank line, ending in a newline. What jobgate does not have is
+    written as the reference writes it when unused (S3 backup off, websocket / SSE
+    connections 0, latency histograms empty: B7); cron and webhook counts come from
+    `info.gauges` (0 until those features register a provider). docs/bunqueue.md."""
     info = sess.info
     port = sess.port
     st = port.stats()
@@ -111,50 +158,88 @@ def prometheus(sess, cmd: dict):
         c = counts(sess, qv.name)
         prio += c["prioritized"]
         per_queue.append((qv.name, c))
-    ws = info.workers.listing(port.clock.wall_ms())["stats"]
-    uptime_ms = port.clock.monotonic_ms() - info.started
-    blocks = [
-        ("bunqueue_jobs_waiting", "Number of jobs waiting in queue", "gauge", st.ready - prio),
-        ("bunqueue_jobs_prioritized", "Number of prioritized jobs (priority > 0)", "gauge",
-         prio),
-        ("bunqueue_jobs_delayed", "Number of delayed jobs", "gauge", st.delayed),
-        ("bunqueue_jobs_active", "Number of jobs being processed", "gauge", st.reserved),
-        ("bunqueue_jobs_dlq", "Number of jobs in dead letter queue", "gauge", st.buried),
-        ("bunqueue_jobs_completed", "Number of completed jobs", "gauge", st.completed),
-        ("bunqueue_jobs_pushed_total", "Total jobs pushed", "counter", info.total_pushed),
-        ("bunqueue_jobs_pulled_total", "Total jobs pulled", "counter", info.total_pulled),
-        ("bunqueue_jobs_completed_total", "Total jobs completed", "counter",
-         info.total_completed),
-        ("bunqueue_jobs_failed_total", "Total jobs failed", "counter", info.failed_total()),
-        ("bunqueue_uptime_seconds", "Server uptime in seconds", "gauge", uptime_ms // 1000),
-        ("bunqueue_workers_registered", "Number of registered workers", "gauge", ws["total"]),
-        ("bunqueue_workers_active", "Number of active workers", "gauge", ws["active"]),
-        ("bunqueue_workers_processed_total", "Total jobs processed by workers", "counter",
-         ws["totalProcessed"]),
-        ("bunqueue_workers_failed_total", "Total jobs failed by workers", "counter",
-         ws["totalFailed"]),
-        ("bunqueue_storage_degraded", "Whether persistent storage is degraded", "gauge",
-         0 if port.storage_down is None else 1),
-        ("bunqueue_process_resident_memory_bytes", "Process resident memory size in bytes",
-         "gauge", _rss_bytes()),
-    ]
-    lines = []
-    for name, help_, kind, value in blocks:
-        if lines:
-            lines.append("")
-        lines += [f"# HELP {name} {help_}", f"# TYPE {name} {kind}", f"{name} {value}"]
+    clock = port.clock
+    ws = info.workers.listing(clock.wall_ms())["stats"]
+    uptime_ms = clock.monotonic_ms() - info.started
+    rss = _rss_bytes()
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    gauge = info.gauges
+    lines: list = []
+    for name, help_, kind, value in (
+            ("bunqueue_jobs_waiting", "Number of jobs waiting in queue", "gauge",
+             st.ready - prio),
+            ("bunqueue_jobs_prioritized", "Number of prioritized jobs (priority > 0)", "gauge",
+             prio),
+            ("bunqueue_jobs_delayed", "Number of delayed jobs", "gauge", st.delayed),
+            ("bunqueue_jobs_active", "Number of jobs being processed", "gauge", st.reserved),
+            ("bunqueue_jobs_dlq", "Number of jobs in dead letter queue", "gauge", st.buried),
+            ("bunqueue_jobs_completed", "Number of completed jobs", "gauge", st.completed),
+            ("bunqueue_jobs_pushed_total", "Total jobs pushed", "counter", info.total_pushed),
+            ("bunqueue_jobs_pulled_total", "Total jobs pulled", "counter", info.total_pulled),
+            ("bunqueue_jobs_completed_total", "Total jobs completed", "counter",
+             info.total_completed),
+            ("bunqueue_jobs_failed_total", "Total jobs failed", "counter", info.failed_total()),
+            ("bunqueue_uptime_seconds", "Server uptime in seconds", "gauge", uptime_ms // 1000),
+            ("bunqueue_cron_jobs_registered", "Number of registered cron jobs", "gauge",
+             gauge["cron_jobs"]()),
+            ("bunqueue_workers_registered", "Number of registered workers", "gauge",
+             ws["total"]),
+            ("bunqueue_workers_active", "Number of active workers", "gauge", ws["active"]),
+            ("bunqueue_worker_active_jobs", "Number of jobs currently processed by workers",
+             "gauge", ws["activeJobs"]),
+            ("bunqueue_worker_concurrency_slots", "Configured worker concurrency capacity",
+             "gauge", ws["concurrencySlots"]),
+            ("bunqueue_workers_processed_total", "Total jobs processed by workers", "counter",
+             ws["totalProcessed"]),
+            ("bunqueue_workers_failed_total", "Total jobs failed by workers", "counter",
+             ws["totalFailed"]),
+            ("bunqueue_webhooks_registered", "Number of registered webhooks", "gauge",
+             gauge["webhooks_registered"]()),
+            ("bunqueue_webhooks_enabled", "Number of enabled webhooks", "gauge",
+             gauge["webhooks_enabled"]()),
+            ("bunqueue_storage_degraded", "Whether persistent storage is degraded", "gauge",
+             0 if port.storage_down is None else 1),
+            ("bunqueue_storage_disk_full", "Whether persistent storage reported a full disk",
+             "gauge", 0),
+            ("bunqueue_process_heap_used_bytes", "Process heap bytes currently used", "gauge",
+             rss),
+            ("bunqueue_process_heap_total_bytes", "Total process heap bytes", "gauge", rss),
+            ("bunqueue_process_resident_memory_bytes", "Process resident memory size in bytes",
+             "gauge", rss)):
+        _block(lines, name, help_, kind, value)
     size = _db_bytes(info)
     if size is not None:
-        lines += ["", "# HELP bunqueue_sqlite_database_size_bytes SQLite database file size "
-                  "in bytes", "# TYPE bunqueue_sqlite_database_size_bytes gauge",
-                  f"bunqueue_sqlite_database_size_bytes {size}"]
+        _block(lines, "bunqueue_sqlite_database_size_bytes",
+               "SQLite database file size in bytes", "gauge", size)
     if per_queue:
         for key, help_ in (("waiting", "Number of waiting jobs per queue"),
                            ("prioritized", "Number of prioritized jobs per queue"),
                            ("delayed", "Number of delayed jobs per queue"),
                            ("active", "Number of active jobs per queue"),
                            ("failed", "Number of DLQ jobs per queue")):
-            name = "bunqueue_queue_jobs_" + ("dlq" if key == "failed" else key)
-            lines += ["", f"# HELP {name} {help_}", f"# TYPE {name} gauge"]
-            lines += [f'{name}{{queue="{_label(q)}"}} {c[key]}' for q, c in per_queue]
+            _block(lines, "bunqueue_queue_jobs_" + ("dlq" if key == "failed" else key), help_,
+                   "gauge", [(f'{{queue="{_label(q)}"}}', c[key]) for q, c in per_queue])
+    _block(lines, "bunqueue_build_info", "Build and runtime identity", "gauge",
+           [(f'{{bun_version="{BUN_VERSION}",version="{SPEAKS_VERSION}"}}', 1)])
+    _block(lines, "process_cpu_seconds_total", "Total process CPU time in seconds", "counter",
+           round(ru.ru_utime + ru.ru_stime, 6))
+    _block(lines, "process_start_time_seconds",
+           "Start time of the process since the Unix epoch in seconds", "gauge",
+           (clock.wall_ms() - uptime_ms) / 1000)
+    _block(lines, "process_resident_memory_bytes", "Resident memory size in bytes", "gauge", rss)
+    _block(lines, "process_heap_bytes", "Process heap size in bytes", "gauge", rss)
+    _block(lines, "bunqueue_connections", "Current server connections by bounded transport",
+           "gauge", [('{transport="tcp"}', info.connections), ('{transport="websocket"}', 0),
+                     ('{transport="sse"}', 0)])
+    _block(lines, "bunqueue_queue_metrics_exported",
+           "Queue names included in labelled Prometheus series", "gauge", len(per_queue))
+    _block(lines, "bunqueue_queue_metrics_omitted",
+           "Queue names omitted by the Prometheus cardinality limit", "gauge", 0)
+    for name, help_, kind, value in _BACKUP:
+        _block(lines, name, help_, kind, value)
+    for op in ("push", "pull", "ack"):
+        name = f"bunqueue_{op}_duration_seconds"
+        _block(lines, name, f"{op.capitalize()} operation latency in seconds", "histogram",
+               [(f'_bucket{{le="{b}"}}', 0) for b in _BUCKETS]
+               + [("_sum", 0), ("_count", 0)])
     return {"ok": True, "data": {"metrics": "\n".join(lines) + "\n"}}

@@ -22,6 +22,8 @@ PROTOCOL_VERSIONS = (1, 2, 3)
 CAPABILITIES = ["pipelining", "separate-job-name"]
 #: The bunqueue server version whose protocol jobgate speaks (Hello's `version`).
 SPEAKS_VERSION = "2.9.5"
+#: The Bun version of that bunqueue build (Prometheus `bunqueue_build_info`, as SPEAKS_VERSION).
+BUN_VERSION = "1.4.5"
 DEFAULT_LOCK_TTL_MS = 30_000
 #: Lock expiries after which a job goes to the DLQ with reason "stalled" (reference maxStalls).
 MAX_STALLS = 3
@@ -36,6 +38,10 @@ BUNQUEUE_POLICY = JobPolicy(stall_counts_attempt=True, max_stalls=MAX_STALLS,
 
 
 _EVERY_QUEUE = Principal("token", "token", ("*",))
+
+
+def _zero() -> int:
+    return 0
 
 
 class BunqueueInfo:
@@ -75,6 +81,10 @@ class BunqueueInfo:
         self.total_failed = 0
         #: per-queue events and completed / failed series (TrimEvents, Metrics per queue)
         self.telemetry = QueueTelemetry()
+        #: Prometheus gauges other features provide: name -> fn() -> int (cron_jobs,
+        #: webhooks_registered, webhooks_enabled); 0 until one is registered
+        self.gauges: dict = {"cron_jobs": _zero, "webhooks_registered": _zero,
+                             "webhooks_enabled": _zero}
         self.port.set_policy("bunqueue", BUNQUEUE_POLICY)
 
     def failed_total(self) -> int:
