@@ -22,6 +22,7 @@ const LONG = 600_000;
 async function main() {
   const out: Record<string, any> = { queue: qname };
   const queue = new Queue(qname, { connection, embedded: false });
+  const queues = [queue];
   let worker: Worker | null = null;
   try {
     // ---- PromoteJobs: the oldest delayed jobs first
@@ -58,31 +59,37 @@ async function main() {
     await queue.clearJobLogs(l.id);
     out.logsCleared = await queue.getJobLogs(l.id);
 
-    // ---- drain what is waiting, then an active job with a lock: ExtendLocks, MoveToWait
-    await queue.drain();
-    const a = await queue.add("active", { a: 1 });
-    worker = new Worker(qname, null as any, { connection, embedded: false, autorun: false, useLocks: true,
+    // ---- an active job with a lock, on a queue of its own: ExtendLocks, MoveToWait
+    const q2 = new Queue(`${qname}-a`, { connection, embedded: false });
+    queues.push(q2);
+    const a = await q2.add("active", { a: 1 });
+    worker = new Worker(`${qname}-a`, null as any, { connection, embedded: false, autorun: false, useLocks: true,
                                               lockDuration: 60_000 } as any);
-    const got: any = await worker.getNextJob("manual-token");
+    // a PULL with timeout 0 may run before the reference has indexed the add: try again briefly
+    let got: any;
+    for (let i = 0; i < 100 && !got; i++) {
+      got = await worker.getNextJob("manual-token");
+      if (!got) await new Promise((r) => setTimeout(r, 20));
+    }
     out.pulledId = got ? got.id === a.id : null;
     out.pulledHasToken = Boolean(got?.token);
-    out.activeState = await queue.getJobState(a.id);
+    out.activeState = await q2.getJobState(a.id);
     out.extended = await (worker as any).extendJobLocks([a.id], [got.token], 30_000);
     let refused = null;
     try {
-      await queue.moveJobToWait(a.id, "not-the-token");
+      await q2.moveJobToWait(a.id, "not-the-token");
     } catch (e) {
       refused = String((e as Error).message ?? e);
     }
     out.moveWrongToken = refused;
-    out.moveActive = await queue.moveJobToWait(a.id, got.token);
-    out.activeAfter = await queue.getJobState(a.id);
+    out.moveActive = await q2.moveJobToWait(a.id, got.token);
+    out.activeAfter = await q2.getJobState(a.id);
     const again: any = await worker.getNextJob("manual-token-2");
     out.pulledAgain = again ? again.id === a.id : null;
     console.log(JSON.stringify(out));
   } finally {
     if (worker) await worker.close(true).catch(() => {});
-    queue.close();
+    for (const q of queues) q.close();
   }
 }
 
