@@ -18,7 +18,7 @@ from __future__ import annotations
 import greenstalk
 import pytest
 
-from .bunqueue_support import OK, bq_clocked_start, err, job, jobgate_only, qname
+from .bunqueue_support import OK, bq_clocked_start, err, job, jobgate_only, qname, wait_until
 
 NAME_ERROR = "Job name must be a non-empty string of at most 256 characters"
 
@@ -71,14 +71,28 @@ def test_a_jobs_own_timeout_ends_its_attempt_whatever_the_lock(bq, bq_server):
     assert job(c, id)["attempts"] == 1 and c.state(id) != "completed"
 
 
+def test_heartbeats_do_not_extend_a_jobs_own_timeout(bq, bq_server):
+    c = bq()
+    q = qname()
+    id = c.push(q, {}, timeout=1500)
+    tok = c.pull(q, owner="o", lockTtl=60_000)["token"]
+    bq_server.advance(1000)
+    assert c.call("JobHeartbeat", id=id, token=tok) == {"ok": True, "data": {"ok": True}}
+    assert c.call("ExtendLock", id=id, token=tok, duration=60_000) == OK
+    bq_server.advance(1000)
+    assert job(c, id)["failedReason"] == "Job timeout exceeded"
+    assert c.state(id) in ("delayed", "waiting")
+
+
 def test_the_lock_still_expires_before_a_longer_own_timeout(bq, bq_server):
     c = bq()
     q = qname()
     id = c.push(q, {}, timeout=60_000)
     c.pull(q, owner="o", lockTtl=1000)
     bq_server.advance(2500)
+    # the reference finds expired locks on a periodic check: poll (jobgate: at once)
+    assert wait_until(lambda: c.state(id) == "waiting", timeout=15)
     j = job(c, id)
-    assert c.state(id) == "waiting"
     assert (j["attempts"], j["stallCount"], j["timeout"]) == (1, 1, 60_000)
 
 

@@ -10,8 +10,10 @@ promoted or re-queued job is at once reservable through beanstalk (jobgate only)
 from __future__ import annotations
 
 import threading
+import time
 
 import greenstalk
+import pytest
 
 from .bunqueue_support import OK, UNDEF, err, job, jobgate_only, qname
 
@@ -272,7 +274,6 @@ def test_a_promoted_job_goes_to_a_waiting_beanstalk_reserve_at_once(bq, bq_serve
         got["job"] = g.reserve(timeout=10)
     t = threading.Thread(target=reserve)
     t.start()
-    import time
     time.sleep(0.3)                                       # the reserve is waiting
     assert c.call("PromoteJobs", queue=q) == {"ok": True, "count": 1}
     t.join(10)
@@ -288,7 +289,7 @@ def test_move_to_wait_hands_the_job_to_beanstalk_and_change_delay_hides_it(bq, b
     id = c.push(q, "x")
     tok = c.pull(q, owner="w")["token"]
     g = greenstalk.Client(("127.0.0.1", bq_server.port), use=q, watch=q)
-    with __import__("pytest").raises(greenstalk.TimedOutError):
+    with pytest.raises(greenstalk.TimedOutError):
         g.reserve(timeout=0)
     assert c.call("MoveToWait", id=id, token=tok) == OK
     b = g.reserve(timeout=1)
