@@ -24,69 +24,18 @@ __all__ = ["EXTRA_PENDING", "check_pending"]
 #           level, message), TrimEvents, per-queue Metrics, the Prometheus text,
 #           the five bugs (GetJobs with a state list, and the state / returnvalue /
 #           failedReason keys of GetJobs without a state; a job's own timeout; Obliterate of a
-#           paused queue; stackTraceLimit; name inside data), the nil reqId echo (B11);
+#           paused queue; stackTraceLimit; name inside data), the nil reqId echo (B11)
+#           (landed; the Prometheus step waits on a limits choice: _UNOWNED_STEPS);
 # cron      Cron, CronGet, CronList, CronDelete;
 # limits    RateLimit, RateLimitClear, SetConcurrency, ClearConcurrency, GetQueueLimits, stall
 #           config (landed: none pending);
 # webhooks  AddWebhook, ListWebhooks, SetWebhookEnabled, RemoveWebhook, the SSRF refusals.
-_MISC = "lands with branch i16-misc"
 _CRON = "lands with branch i16-cron"
 _LIMITS = "lands with branch i16-limits"
 _WEBHOOKS = "lands with branch i16-webhooks"
 
 # i16-flows landed them: tests/test_bunqueue_flows.py, tests/test_bunqueue_flow_links.py
 
-_MISC_STEPS = (
-    'MoveToWait delayed',
-    'GetState after MoveToWait delayed',
-    'MoveToWait waiting',
-    'PULL for MoveToWait',
-    'MoveToWait active wrong token',
-    'MoveToWait active',
-    'GetJob after MoveToWait active',
-    'MoveToWait failed',
-    'GetState after MoveToWait failed',
-    'MoveToWait completed',
-    'MoveToWait unknown',
-    'PromoteJobs count 2',
-    'GetJobCounts after PromoteJobs 2',
-    'PromoteJobs rest',
-    'PromoteJobs none left',
-    'PromoteJobs unknown queue',
-    'ChangeDelay',
-    'ChangeDelay 0',
-    'GetState after ChangeDelay 0',
-    'ChangeDelay unknown',
-    'ChangeDelay completed job',
-    'GetLogs (3)',
-    'ClearLogs keepLogs 1',
-    'GetLogs after ClearLogs keepLogs 1',
-    'ClearLogs',
-    'GetLogs after ClearLogs',
-    'ClearLogs unknown id',
-    'TrimEvents',
-    'TrimEvents keep 10',
-    'TrimEvents bad queue',
-    'TrimEvents no queue',
-    'Metrics queue without type',
-    'Metrics queue completed',
-    'Metrics queue failed',
-    'Metrics type without queue',
-    'Metrics bad queue name',
-    'Prometheus',
-    'GetJobs state list',
-    'GetJobs state list one',
-    'GetJobs no state',
-    'GetJob after own timeout ran out',
-    'ACK after own timeout',
-    'GetState after ACK after own timeout',
-    'IsPaused after Obliterate',
-    'PULL stackTraceLimit job',
-    'GetJob stacktrace limited',
-    'GetJob name from data',
-    'PULL name from data',
-    'Ping with nil reqId',
-)
 
 _CRON_STEPS = (
     'Cron with timezone and maxLimit',
@@ -144,10 +93,14 @@ _WEBHOOKS_STEPS = (
 # Differences the extra golden found in commands jobgate already had, which no i16 branch was
 # asked to change (the lead assigns them; reasons start with "no branch yet").
 _UNOWNED = "no branch yet: "
-_UNOWNED_STEPS: dict[str, str] = {}
+_UNOWNED_STEPS: dict[str, str] = {
+    # i16-misc: Prometheus matches but for one queue: the reference lists a queue that has only
+    # a stall config (gx-stall); i16-limits chose not to keep such a queue (docs/bunqueue.md).
+    'Prometheus': _UNOWNED + "a queue with only a stall config is not listed (i16-limits' "
+                  "choice), so Prometheus has one queue fewer",
+}
 
 EXTRA_PENDING: dict[str, str] = {
-    **dict.fromkeys(_MISC_STEPS, _MISC),
     **dict.fromkeys(_CRON_STEPS, _CRON),
     **dict.fromkeys(_LIMITS_STEPS, _LIMITS),
     **dict.fromkeys(_WEBHOOKS_STEPS, _WEBHOOKS),

@@ -170,7 +170,8 @@ def prometheus(sess, cmd: dict):
              st.ready - prio),
             ("bunqueue_jobs_prioritized", "Number of prioritized jobs (priority > 0)", "gauge",
              prio),
-            ("bunqueue_jobs_delayed", "Number of delayed jobs", "gauge", st.delayed),
+            ("bunqueue_jobs_delayed", "Number of delayed jobs", "gauge",
+             sum(c["delayed"] for _, c in per_queue)),   # not parents waiting for children
             ("bunqueue_jobs_active", "Number of jobs being processed", "gauge", st.reserved),
             ("bunqueue_jobs_dlq", "Number of jobs in dead letter queue", "gauge", st.buried),
             ("bunqueue_jobs_completed", "Number of completed jobs", "gauge", st.completed),
