@@ -30,8 +30,11 @@ from .model import (BURIED, COMPLETED, DEADLINE_SOON, DELAYED, READY, RESERVED, 
 from .records import Job, Owner as _Owner
 from .store_port import StoreLocked, StorePort
 from .port_jobs import JobOps
+from .port_webhooks import WebhookOps
 from .transitions import IllegalTransition
 from .views import adapter, queue_view, reserved, server_stats
+from .webhooks import (EVENT_KINDS, WEBHOOK_EVENTS, AllowList, Registry as _WebhookRegistry,
+                       WebhookView, address_refused, parse_host)
 
 __all__ = [
     "Port", "Owner", "Persistence", "open_store", "Store", "StorePort", "StoreLocked",
@@ -39,7 +42,8 @@ __all__ = [
     "QueueView", "Reserved", "ServerStats", "IllegalTransition", "TIMED_OUT", "DEADLINE_SOON",
     "WAITING", "TOKEN_CHECKED", "TOKEN_REQUIRED", "TOKEN_IGNORED", "LEASE_OK", "NOT_ACTIVE",
     "TOKEN_MISSING", "TOKEN_MISMATCH", "DEFAULT_MAXLEN", "Access", "AccessDenied",
-    "Principal", "NOBODY", "ScopedPort",
+    "Principal", "NOBODY", "ScopedPort", "WebhookView", "WEBHOOK_EVENTS", "EVENT_KINDS",
+    "AllowList", "address_refused", "parse_host",
 ]
 
 
@@ -68,7 +72,7 @@ def open_store(url: str, sqlite_synchronous: str = "NORMAL"):
     return Store(url, sqlite_synchronous)
 
 
-class Port(JobOps):
+class Port(JobOps, WebhookOps):
     """The engine port (see the module docstring). Build one with `Port.create()`, or wrap an
     engine with `Port.of(engine)` (one port per engine).
 
@@ -84,6 +88,7 @@ class Port(JobOps):
         self.persistence = None if j is None else Persistence(j, engine)
         self._storage_since = 0
         self._outages = 0
+        self._webhooks = _WebhookRegistry(engine.clock, j)   # core/port_webhooks.py
         engine._port = self
 
     @classmethod

@@ -22,7 +22,7 @@ from types import GeneratorType
 from core.api import AccessDenied
 
 from . import (handlers_control, handlers_core, handlers_outcome,  # noqa: F401 (registration)
-               handlers_query)
+               handlers_query, handlers_webhooks)
 from .bulk import BIG_FRAME
 from .codec import UNDEFINED, decode_command, decode_steps, frame, pack, splice_map, unpack_value
 from .info import CAPABILITIES, PROTOCOL_VERSIONS, SPEAKS_VERSION, BunqueueInfo
