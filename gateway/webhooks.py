@@ -27,8 +27,8 @@ never holds the server's loop (an asyncio task on the server's own loop would pu
 receiver's socket events and HTTP parsing on the loop that serves job traffic). Outcomes come
 back in batches through `call_soon_threadsafe`.
 
-Bounds: the feed subscription holds at most `queue_size` events (drop-oldest, counted by the
-feed); the hand-off at most `queue_size` events per webhook in all; each webhook queues at most
+Bounds: the feed subscription holds at most max(1000, `queue_size`) events (drop-oldest,
+counted by the feed); the hand-off at most that many per enabled webhook; each webhook queues at most
 `queue_size` deliveries (the oldest is dropped and counted when full) and has at most
 `concurrency` requests in flight. A dead or hanging receiver therefore costs a bounded amount
 of memory and one timeout per request, and drops what it cannot take (stats()).
@@ -138,7 +138,7 @@ class Delivery:
         self._draining = False
         # hand-off server loop -> delivery thread: (WebhookView, event name, Event)
         self.inbox: deque = deque()
-        self._inbox_max = self.queue_size
+        self._inbox_max = max(1000, self.queue_size)   # per enabled webhook
         self._wake_pending = False
         # hand-off delivery thread -> server loop: (webhook id, ok)
         self.outbox: deque = deque()
@@ -167,7 +167,7 @@ class Delivery:
         self._version = self.port.webhooks_version()
         if hooks and self.sub is None:
             self._start_thread()
-            self.sub = self.port.subscribe(maxlen=self.queue_size, notify=self._ready)
+            self.sub = self.port.subscribe(maxlen=self._inbox_max, notify=self._ready)
         elif not hooks and self.sub is not None:
             self.sub.close()
             self.sub = None

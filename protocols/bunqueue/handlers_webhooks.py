@@ -21,11 +21,24 @@ def _ms(v):
     return None if v is None else float(v)
 
 
+#: The reference's reply to AddWebhook without `events` once the URL passed (Bun's TypeError
+#: text for `command.events.filter(...)` on undefined, returned as the error).
+NO_EVENTS = "undefined is not an object (evaluating 'command.events.filter')"
+#: ... and with `events` that is not an array (Bun's text for a missing method).
+NOT_ARRAY = ("command.events.filter is not a function. (In 'command.events.filter((event) => "
+             "!WEBHOOK_EVENTS.includes(event))', 'command.events.filter' is undefined)")
+
+
 @command("AddWebhook", mutating=True)
 def add_webhook(sess, cmd: dict):
     port = sess.port
-    h = port.add_webhook(new_id(port.clock.wall_ms()), cmd.get("url"), cmd.get("events"),
-                         cmd.get("queue"), cmd.get("secret"))
+    try:
+        h = port.add_webhook(new_id(port.clock.wall_ms()), cmd.get("url"), cmd.get("events"),
+                             cmd.get("queue"), cmd.get("secret"))
+    except TypeError:
+        if cmd.get("events").__class__ is not list:
+            return err(NO_EVENTS if cmd.get("events") is None else NOT_ARRAY)
+        raise
     if h.__class__ is str:
         return err(h)
     return {"ok": True, "data": {"webhookId": h.id, "url": h.url, "events": list(h.events),
