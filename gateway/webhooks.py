@@ -27,8 +27,9 @@ never holds the server's loop (an asyncio task on the server's own loop would pu
 receiver's socket events and HTTP parsing on the loop that serves job traffic). Outcomes come
 back in batches through `call_soon_threadsafe`.
 
-Bounds: the feed subscription holds at most max(1000, `queue_size`) events (drop-oldest,
-counted by the feed); the hand-off at most that many per enabled webhook; each webhook queues at most
+Bounds: the feed subscription (of the queues the webhooks filter on) holds at most
+max(10000, `queue_size`) events (drop-oldest, counted by the feed); the hand-off at most
+max(1000, `queue_size`) per enabled webhook; each webhook queues at most
 `queue_size` deliveries (the oldest is dropped and counted when full) and has at most
 `concurrency` requests in flight. A dead or hanging receiver therefore costs a bounded amount
 of memory and one timeout per request, and drops what it cannot take (stats()).
@@ -167,10 +168,14 @@ class Delivery:
         self._version = self.port.webhooks_version()
         if hooks and self.sub is None:
             self._start_thread()
-            self.sub = self.port.subscribe(maxlen=self._inbox_max, notify=self._ready)
+            self.sub = self.port.subscribe(maxlen=max(10_000, self.queue_size),
+                                           notify=self._ready)
         elif not hooks and self.sub is not None:
             self.sub.close()
             self.sub = None
+        if self.sub is not None:   # only the queues some webhook filters on (None: all)
+            self.sub.set_queues(None if any(h.queue is None for h in hooks)
+                                else {h.queue for h in hooks})
 
     def _ready(self) -> None:
         # called inside an engine operation: take the events once it is over
@@ -271,6 +276,10 @@ class Delivery:
                 hq = qs[hid] = _HookQueue()
             if len(hq.items) >= self.queue_size:
                 hq.items.popleft()
+                if not hq.dropped:   # once per episode (the queue is made anew once idle)
+                    log.warning("webhook queue full: dropping the oldest events",
+                                extra={"fields": {"webhook": hid,
+                                                  "queue_size": self.queue_size}})
                 hq.dropped += 1
                 self.dropped += 1
             hq.items.append(item)
