@@ -198,6 +198,25 @@ def test_a_hanging_receiver_neither_slows_jobs_nor_grows_memory(tmp_path):
         healthy.close()
 
 
+def test_a_killed_worker_process_is_replaced(server, recv):
+    c = BQ(server.ports["bunqueue"])
+    try:
+        q = qname("wh")
+        hid = _hook(c, recv.url(), events=["job.pushed"], queue=q)
+        c.push(q)
+        wait_for(lambda: _listed(c, hid)["successCount"] == 1, what="the first delivery")
+        d = server.runtime.webhooks
+        pid = server.call(lambda: d.proc.pid)
+        os.kill(pid, 9)                                   # the worker this server started
+        wait_for(lambda: server.call(lambda: d.proc is None), what="the server noticing")
+        j = c.push(q)
+        wait_for(lambda: len(recv.requests) == 2, what="a delivery by the new worker")
+        assert recv.bodies()[1]["jobId"] == j and server.call(lambda: d.proc.pid) != pid
+        wait_for(lambda: _listed(c, hid)["successCount"] == 2, what="both counted")
+    finally:
+        c.close()
+
+
 # ------------------------------------------------------------------------ SSRF
 REFUSED = [
     ("http://localhost:8080/h", "Webhook URL cannot point to localhost"),
