@@ -139,7 +139,8 @@ class Worker:
             self.hooks = {h[0]: (h[1], h[2]) for h in msg[1]}
         elif kind == "events":
             for ids, name, job_id, queue, at_ms, blob, fmt, extra in msg[1]:
-                item = (name, job_id, queue, at_ms, blob, fmt, extra)
+                # one body per event, shared by its webhooks (signatures differ by secret)
+                item = (name, at_ms, render(name, job_id, queue, at_ms, blob, fmt, extra))
                 for hid in ids:
                     if hid in self.hooks:
                         self._enqueue(hid, item)
@@ -238,8 +239,7 @@ class Worker:
         """POST one event with retries; True on a 2xx answer."""
         import httpx
         url, secret = hook
-        name, job_id, queue, at_ms, blob, fmt, extra = item
-        body = render(name, job_id, queue, at_ms, blob, fmt, extra)
+        name, at_ms, body = item
         headers = {"Content-Type": "application/json", "X-Webhook-Event": name,
                    "X-Webhook-Timestamp": str(at_ms)}
         if secret:

@@ -336,6 +336,25 @@ def test_config_allow_list_is_validated():
             from_dict({"webhooks": bad})
 
 
+def test_a_restricted_principal_sees_and_changes_only_its_queues_webhooks():
+    from core.api import AccessDenied, ManualClock, Port, Principal
+    port = Port.create(ManualClock(1_000), durable=False)
+    mine = port.scoped(Principal("token:mailer", "token", ["emails*"]))
+    other = port.add_webhook("w-all", "https://example.com/a", ["job.pushed"])
+    theirs = port.add_webhook("w-rep", "https://example.com/r", ["job.pushed"], "reports")
+    with pytest.raises(AccessDenied):
+        mine.add_webhook("w-x", "https://example.com/x", ["job.pushed"])        # every queue
+    with pytest.raises(AccessDenied):
+        mine.add_webhook("w-y", "https://example.com/y", ["job.pushed"], "reports")
+    own = mine.add_webhook("w-e", "https://example.com/e", ["job.pushed"], "emails-1")
+    assert [h.id for h in mine.webhooks()] == [own.id]
+    assert mine.webhook(theirs.id) is None and mine.webhook(other.id) is None
+    assert not mine.remove_webhook(theirs.id) and not mine.set_webhook_enabled(other.id, False)
+    assert mine.set_webhook_enabled(own.id, False) and mine.remove_webhook(own.id)
+    assert [h.id for h in port.webhooks()] == ["w-all", "w-rep"]
+    assert all(h.enabled for h in port.webhooks())
+
+
 # --------------------------------------------------------------------- restart
 def test_registrations_survive_kill_9_and_deliver_after_restart(tmp_path, recv):
     from tests.support import Server
@@ -376,3 +395,30 @@ def test_registrations_survive_kill_9_and_deliver_after_restart(tmp_path, recv):
     finally:
         c.close()
         srv.stop()
+
+
+def test_registrations_are_stored_in_sqlite_and_postgresql(db_url):
+    def start():
+        return InProcServer(db_url, dialects=("bunqueue",),
+                            webhook_allow=["127.0.0.1/32"])
+    s = start()
+    c = BQ(s.ports["bunqueue"])
+    try:
+        a = _hook(c, "https://example.com/a", queue="qa", secret="sa")
+        b = _hook(c, "https://example.com/b", events=["job.failed"])
+        c.ok("SetWebhookEnabled", id=b, enabled=False)
+        gone = _hook(c, "https://example.com/gone", events=["job.pushed"])
+        c.ok("RemoveWebhook", webhookId=gone)
+        before = c.ok("ListWebhooks")["data"]
+    finally:
+        c.close()
+        s.stop()
+    s = start()
+    c = BQ(s.ports["bunqueue"])
+    try:
+        assert c.ok("ListWebhooks")["data"] == before
+        assert [h["id"] for h in before["webhooks"]] == [a, b]
+        assert s.call(lambda: s.port.webhook(a).secret) == "sa"
+    finally:
+        c.close()
+        s.stop()
