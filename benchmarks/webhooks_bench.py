@@ -2,7 +2,10 @@
 """Job throughput with webhooks subscribed (issue 16, "Performance"): the same bunqueue load on
 a fresh jobgate server (SQLite, durability commit) without webhooks, with --hooks (10) webhooks
 subscribed to every event of the queue, and with the same plus one receiver that never answers.
-Prints jobs/s per phase and the ratio to the run without webhooks.
+Prints jobs/s per phase and the ratio to the run without webhooks, and the CPU time the server
+process itself used per job operation (a push or a pull+ack; the delivery worker process not
+included), which is what webhooks cost job traffic on a machine with a free core: the
+throughput ratios also measure how the worker's CPU competes with the server's on this one.
 
 Load, one connection, --window (20) commands in flight: PUSHB of --batch (100) jobs until
 --jobs jobs are in, then PULLB of --batch + ACKB of their ids until the queue is empty. Each
@@ -10,7 +13,7 @@ job makes three webhook events (job.pushed, job.started, job.completed), each de
 every webhook. Receivers: a small asyncio HTTP server in its own process answering 200 at once
 (or never, `hang`). Raw sockets on 127.0.0.1; never part of the test run.
 
-    .venv/bin/python benchmarks/webhooks_bench.py --jobs 20000
+    .venv/bin/python benchmarks/webhooks_bench.py --jobs 10000 --repeat 3     # ~1 min
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ import asyncio
 import os
 import signal
 import socket
+import statistics
 import struct
 import subprocess
 import sys
@@ -123,6 +127,13 @@ def load(port: int, queue: str, jobs: int, batch: int, window: int) -> tuple:
     return jobs / push_s, jobs / (time.perf_counter() - t0)
 
 
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) used so far by process `pid` (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run(args, hooks: int, hang: bool) -> tuple:
     tmp = tempfile.mkdtemp(prefix="jobgate-wh-")
     cfg = os.path.join(tmp, "jobgate.yaml")
@@ -144,7 +155,10 @@ def run(args, hooks: int, hang: bool) -> tuple:
                 procs.append(p)
             c.call({"cmd": "AddWebhook", "url": f"http://127.0.0.1:{rport}/h{i}",
                     "events": events, "queue": "bench", "secret": "s"})
-        return load(bq, "bench", args.jobs, args.batch, args.window)
+        load(bq, "warmup", 2000, args.batch, args.window)   # a queue no webhook watches
+        cpu0 = _cpu_s(srv.pid)
+        push, pull = load(bq, "bench", args.jobs, args.batch, args.window)
+        return push, pull, (_cpu_s(srv.pid) - cpu0) * 1e6 / (2 * args.jobs)
     finally:
         stop_process(srv)
         for p in procs:
@@ -158,20 +172,33 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=100)
     ap.add_argument("--window", type=int, default=20)
     ap.add_argument("--hooks", type=int, default=10)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--verbose", action="store_true", help="print every run")
     ap.add_argument("--receiver", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--hang", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.receiver:
         asyncio.run(_serve(args.receiver, args.hang))
         return 0
-    base = run(args, 0, False)
-    print(f"{'run':32} {'push jobs/s':>12} {'pull+ack jobs/s':>16} {'ratio':>12}")
-    print(f"{'no webhooks':32} {base[0]:12.0f} {base[1]:16.0f} {'1.00 / 1.00':>12}")
-    for label, hooks, hang in ((f"{args.hooks} webhooks, every event", args.hooks, False),
-                               (f"{args.hooks} webhooks + 1 hanging", args.hooks, True)):
-        r = run(args, hooks, hang)
+    cases = [("no webhooks", 0, False), (f"{args.hooks} webhooks, every event", args.hooks, False),
+             (f"{args.hooks} webhooks + 1 hanging", args.hooks, True)]
+    runs: dict = {c[0]: [] for c in cases}
+    for i in range(args.repeat):        # interleaved and rotated: load changes hit every case
+        for label, hooks, hang in cases[i % 3:] + cases[:i % 3]:
+            runs[label].append(run(args, hooks, hang))
+            if args.verbose:
+                print(label, runs[label][-1], flush=True)
+    med = {k: tuple(statistics.median(r[i] for r in v) for i in range(3))
+           for k, v in runs.items()}
+    base = med["no webhooks"]
+    print(f"medians of {args.repeat} runs, {args.jobs} jobs, load average "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(f"{'run':32} {'push jobs/s':>12} {'pull+ack jobs/s':>16} {'ratio push / pull':>18}"
+          f" {'server CPU us/job-op':>21} {'ratio':>6}")
+    for label, _, _ in cases:
+        r = med[label]
         print(f"{label:32} {r[0]:12.0f} {r[1]:16.0f} "
-              f"{r[0] / base[0]:5.2f} / {r[1] / base[1]:4.2f}")
+              f"{r[0] / base[0]:10.2f} / {r[1] / base[1]:4.2f} {r[2]:21.1f} {r[2] / base[2]:6.2f}")
     return 0
 
 

@@ -303,8 +303,18 @@ class Worker:
                 t.cancel()
 
 
+#: The worker's niceness increment: delivery is background work, so on a busy machine the
+#: scheduler gives the CPU to the server first (job traffic) and the worker drops what it
+#: cannot deliver in time from its bounded queues.
+NICE = 10
+
+
 def main() -> int:
     cfg = json.loads(sys.argv[1])
+    try:
+        os.nice(NICE)
+    except OSError:   # not allowed here: run at the server's priority
+        pass
     w = Worker(cfg, sys.stdout.buffer)
     try:
         asyncio.run(w.run(sys.stdin.fileno()))

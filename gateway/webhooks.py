@@ -83,6 +83,7 @@ class Delivery:
         self.sub = None             # feed subscription while a webhook is enabled
         self._version = -1
         self._hooks: list = []      # enabled WebhookViews
+        self._targets: dict = {}
         self._draining = False
         self.proc = None            # the worker process
         self._out = bytearray()     # frames waiting for its stdin
@@ -149,6 +150,7 @@ class Delivery:
     def _changed(self) -> None:
         hooks = [h for h in self.port.webhooks() if h.enabled]
         self._hooks = hooks
+        self._targets = {}   # (event kind, queue) -> ids of the webhooks that take it
         self._version = self.port.webhooks_version()
         if hooks and self.sub is None:
             self.sub = self.port.subscribe(maxlen=max(10_000, self.cfg["queue_size"]),
@@ -176,17 +178,23 @@ class Delivery:
         if self._version != self.port.webhooks_version():
             self._changed()
         hooks = self._hooks
+        targets = self._targets
         batch = []
         n = 0
         for ev in sub.take():
-            name = EVENT_KINDS.get(ev.kind)
-            if name is None:
-                continue
             q = ev.queue
-            ids = [h.id for h in hooks
-                   if name in h.events and (h.queue is None or h.queue == q)]
+            ids = targets.get((ev.kind, q))
+            if ids is None:   # first (kind, queue) since the last registration change
+                name = EVENT_KINDS.get(ev.kind)
+                ids = () if name is None else tuple(
+                    h.id for h in hooks
+                    if name in h.events and (h.queue is None or h.queue == q))
+                if len(targets) >= 100_000:
+                    targets.clear()
+                targets[(ev.kind, q)] = ids
             if not ids:
                 continue
+            name = EVENT_KINDS[ev.kind]
             blob, fmt, extra = None, 0, None
             if name == "job.completed":
                 blob, fmt = ev.result, ev.result_fmt
