@@ -310,7 +310,9 @@ NICE = 10
 
 
 def main() -> int:
+    import signal
     cfg = json.loads(sys.argv[1])
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # a terminal's Ctrl-C: the server decides
     try:
         os.nice(NICE)
     except OSError:   # not allowed here: run at the server's priority
