@@ -257,6 +257,22 @@ def test_refused_urls_get_the_reference_errors(tmp_path):
         assert c.call("AddWebhook", url="https://example.com/h") == {
             "ok": False, "error": "undefined is not an object (evaluating "
             "'command.events.filter')"}
+        # hostile field types: the reference's texts where it has one, else an error reply
+        assert c.call("AddWebhook", url=123, events=["job.pushed"]) == \
+            {"ok": False, "error": "Invalid URL format"}
+        assert c.call("AddWebhook", url="https://example.com/h", events=[5, "job.pushed"]) == {
+            "ok": False, "error": "Invalid webhook event(s): 5. Valid: job.pushed, "
+            "job.started, job.completed, job.failed, job.progress"}
+        assert c.call("AddWebhook", url="https://example.com/h",
+                      events="job.pushed")["error"].startswith(
+            "command.events.filter is not a function")
+        assert c.call("AddWebhook", url="https://example.com/h", events=["job.pushed"],
+                      queue=["q"]) == {"ok": False,
+                                       "error": "Invalid AddWebhook command: TypeError"}
+        assert c.call("AddWebhook", url="http://[::1", events=["job.pushed"]) == \
+            {"ok": False, "error": "Invalid URL format"}
+        assert c.call("SetWebhookEnabled", id={"x": 1}, enabled=True) == \
+            {"ok": False, "error": "Webhook not found"}
         assert c.ok("ListWebhooks")["data"] == {"webhooks": [],
                                                 "stats": {"total": 0, "enabled": 0}}
         assert c.call("RemoveWebhook", webhookId="nope") == {"ok": False,
