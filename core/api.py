@@ -34,7 +34,7 @@ from .port_webhooks import WebhookOps
 from .transitions import IllegalTransition
 from .views import adapter, queue_view, reserved, server_stats
 from .webhooks import (EVENT_KINDS, WEBHOOK_EVENTS, AllowList, Registry as _WebhookRegistry,
-                       WebhookView, address_refused, parse_host)
+                       WebhookView, address_refused, parse_host, split_url)
 
 __all__ = [
     "Port", "Owner", "Persistence", "open_store", "Store", "StorePort", "StoreLocked",
@@ -43,7 +43,7 @@ __all__ = [
     "WAITING", "TOKEN_CHECKED", "TOKEN_REQUIRED", "TOKEN_IGNORED", "LEASE_OK", "NOT_ACTIVE",
     "TOKEN_MISSING", "TOKEN_MISMATCH", "DEFAULT_MAXLEN", "Access", "AccessDenied",
     "Principal", "NOBODY", "ScopedPort", "WebhookView", "WEBHOOK_EVENTS", "EVENT_KINDS",
-    "AllowList", "address_refused", "parse_host",
+    "AllowList", "address_refused", "parse_host", "split_url",
 ]
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import ipaddress
 from typing import NamedTuple
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import msgpack
 
@@ -33,6 +33,8 @@ EVENT_KINDS = {"put": "job.pushed", "add": "job.pushed", "schedule": "job.pushed
 
 #: Longest URL accepted (characters), as the reference.
 MAX_URL = 2048
+#: Characters the WHATWG URL parser refuses in a host name (forbidden host code points).
+_FORBIDDEN_HOST = frozenset(" #%/:<>?@[\\]^|")
 
 _pack = msgpack.Packer(use_bin_type=True).pack
 
@@ -96,6 +98,18 @@ def _ipv4_whatwg(host: str):
     return ipaddress.IPv4Address(value)
 
 
+def _ends_in_number(host: str) -> bool:
+    """WHATWG's "ends in a number": the last label is decimal digits or 0x-hex (the host is
+    then an IPv4 address, or the URL is invalid)."""
+    labels = host.split(".")
+    if len(labels) > 1 and labels[-1] == "":
+        labels.pop()
+    last = labels[-1]
+    if last.isascii() and last.isdigit():
+        return True
+    return last[:2].lower() == "0x" and all(c in "0123456789abcdefABCDEF" for c in last[2:])
+
+
 def parse_host(host: str):
     """An IP literal host as an ipaddress object (IPv6 without brackets; IPv4 in any WHATWG
     form), else None."""
@@ -122,6 +136,22 @@ def _ipv4_error(ip: ipaddress.IPv4Address) -> str | None:
     return None
 
 
+def split_url(url: str):
+    """urllib's SplitResult of `url` read as the WHATWG parser reads an http(s) URL: outer
+    blanks dropped, a backslash taken for a slash, any run of slashes after the scheme
+    skipped (`https:///x` is host x). Delivery builds its request from the same split, so the
+    host it checks is the host it contacts. Raises ValueError for what urllib cannot split."""
+    text = url.strip()
+    low = text[:7].lower()
+    if low.startswith(("http:", "https:")):
+        text = text.replace("\\", "/")
+    parts = urlsplit(text)
+    if parts.scheme.lower() in ("http", "https") and not parts.netloc:
+        rest = text.split(":", 1)[1].lstrip("/")
+        parts = urlsplit(f"{parts.scheme}://{rest}")
+    return parts
+
+
 def url_error(url, allow: AllowList | None = None) -> str | None:
     """The reference's validateWebhookUrl (dist/shared/webhookValidation.js): its error text,
     or None when `url` may be registered. Checks, in its order: required, length (2048),
@@ -137,11 +167,21 @@ def url_error(url, allow: AllowList | None = None) -> str | None:
     if len(url) > MAX_URL:
         return "Webhook URL too long (max 2048 characters)"
     try:
-        parts = urlsplit(url.strip())
+        parts = split_url(url)
         host = parts.hostname or ""
         parts.port   # noqa: B018 (raises ValueError for a bad port)
     except ValueError:
         return "Invalid URL format"
+    if ":" in host:
+        after = parts.netloc.rpartition("]")[2]
+        if "%" in host or (after and not after.startswith(":")):   # zone id, [::1]x
+            return "Invalid URL format"
+    else:
+        host = unquote(host)                # WHATWG percent-decodes the host
+        if any(c in _FORBIDDEN_HOST or ord(c) < 33 for c in host):
+            return "Invalid URL format"
+        if _ends_in_number(host) and _ipv4_whatwg(host) is None:
+            return "Invalid URL format"     # a number that is not an IPv4 address
     scheme = parts.scheme.lower()
     if not scheme or (scheme in ("http", "https") and not host):
         return "Invalid URL format"
@@ -157,8 +197,10 @@ def url_error(url, allow: AllowList | None = None) -> str | None:
         return "Webhook URL cannot point to localhost"
     if ip is not None and ip.version == 6:
         v4 = ip.ipv4_mapped
-        if v4 is None and int(ip) >> 32 == 0 and int(ip) > 1:
-            v4 = ipaddress.IPv4Address(int(ip))   # deprecated IPv4-compatible ::a.b.c.d
+        if v4 is None and int(ip) >> 32 == 0 and int(ip) >> 16:
+            # deprecated IPv4-compatible ::a.b.c.d (the reference unwraps the two-hextet
+            # form only: ::5 stays an IPv6 address)
+            v4 = ipaddress.IPv4Address(int(ip))
         if v4 is not None:
             e = _ipv4_error(v4)
             if e:

@@ -29,11 +29,11 @@ import socket
 import struct
 import sys
 from collections import deque
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlunsplit
 
 import msgpack
 
-from core.api import AllowList, address_refused, parse_host
+from core.api import AllowList, address_refused, parse_host, split_url
 
 _LEN = struct.Struct(">I")
 
@@ -203,37 +203,41 @@ class Worker:
                 self._write(["stats", s])
 
     async def _target(self, url: str):
-        """(request URL, extra headers, request extensions) for `url`, its host resolved and
-        checked (gateway/webhooks.py docstring, SSRF). Raises Refused, or OSError."""
-        parts = urlsplit(url)
-        host = (parts.hostname or "").lower()
+        """(request URL, extra headers, request extensions) for `url`: split as registration
+        read it (core.api.split_url), its host checked (gateway/webhooks.py docstring, SSRF)
+        and, unless allow-listed by name, replaced by the checked address (a name is resolved
+        here; the Host header and TLS SNI keep it). Raises Refused, or OSError."""
+        parts = split_url(url)
+        host = unquote(parts.hostname or "").lower()
+        scheme = parts.scheme.lower()
+        port = parts.port or (443 if scheme == "https" else 80)
+        userinfo = parts.netloc.rpartition("@")[0]
+        headers, ext = {}, {}
         if self.allow.allows_host(host):
-            return url, {}, {}
-        ip = parse_host(host)
-        if ip is not None:
-            why = address_refused(ip, self.allow)
-            if why:
-                raise Refused(f"{ip} ({why})")
-            return url, {}, {}
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        infos = await self.loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        addrs = []
-        for info in infos:
-            a = ipaddress.ip_address(info[4][0].split("%")[0])
-            why = address_refused(a, self.allow)
-            if why:
-                raise Refused(f"{host} resolves to {a} ({why})")
-            addrs.append(a)
-        if not addrs:
-            raise OSError(f"{host}: no address")
-        a = addrs[0]
-        netloc = (f"[{a}]" if a.version == 6 else str(a)) + f":{port}"
-        userinfo, _, hostport = parts.netloc.rpartition("@")
+            netloc = f"{host}:{port}"
+        else:
+            ip = parse_host(host)
+            if ip is not None:
+                why = address_refused(ip, self.allow)
+                if why:
+                    raise Refused(f"{ip} ({why})")
+            else:
+                infos = await self.loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+                if not infos:
+                    raise OSError(f"{host}: no address")
+                for info in infos:
+                    a = ipaddress.ip_address(info[4][0].split("%")[0])
+                    why = address_refused(a, self.allow)
+                    if why:
+                        raise Refused(f"{host} resolves to {a} ({why})")
+                ip = ipaddress.ip_address(infos[0][4][0].split("%")[0])
+                headers["Host"] = host if parts.port is None else f"{host}:{port}"
+                if scheme == "https":
+                    ext["sni_hostname"] = host
+            netloc = (f"[{ip}]" if ip.version == 6 else str(ip)) + f":{port}"
         if userinfo:
             netloc = f"{userinfo}@{netloc}"
-        ext = {"sni_hostname": host} if parts.scheme == "https" else {}
-        return (urlunsplit((parts.scheme, netloc, parts.path or "/", parts.query, "")),
-                {"Host": hostport}, ext)
+        return urlunsplit((scheme, netloc, parts.path or "/", parts.query, "")), headers, ext
 
     async def _deliver(self, hid: str, hook, item) -> bool:
         """POST one event with retries; True on a 2xx answer."""
