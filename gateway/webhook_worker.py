@@ -70,7 +70,9 @@ def render(name: str, job_id: str, queue: str, at_ms: int, blob, fmt: int, extra
     if name == "job.progress":
         d["progress"] = extra
     elif name in ("job.completed", "job.failed"):
-        if blob is not None:
+        # an ACK without a result is stored as b"" (MessagePack): no `data`, as the
+        # reference leaves out an undefined result
+        if blob is not None and (blob or fmt == 0):
             v = unpack_value(blob, fmt)
             if not _undefined(v):
                 d["data"] = _jsonable(v)
