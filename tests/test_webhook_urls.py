@@ -1,17 +1,23 @@
-"""The webhook URL checks (core/webhooks.py url_error) against the reference's own function:
+"""SSRF rules for webhooks: the URL checks at registration (core/webhooks.py url_error, with the
+replies to AddWebhook), the address checks after DNS at delivery, the allow-list. The URL
+checks are also run against the reference's own function:
 bunqueue 2.9.5's dist/shared/webhookValidation.js run by Bun on the same URLs. Skipped when
 Bun and the bunqueue package are not installed (tests/bunqueue_client)."""
 from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 
 import pytest
 
-from core.api import AllowList
+from core.api import AllowList, address_refused
 from core.webhooks import url_error
+from gateway.config import ConfigError, from_dict
 from tests.bunqueue_real import BUN, CLIENT_DIR
+from tests.bunqueue_support import BQ, qname
+from tests.webhook_support import add_hook, listed, recv, wait_for, wh_server  # noqa: F401
 
 VALIDATION = os.path.join(CLIENT_DIR, "node_modules", "bunqueue", "dist", "shared",
                           "webhookValidation.js")
@@ -78,3 +84,138 @@ def test_the_allow_list_exempts_hosts_and_networks():
     assert url_error("http://localhost/h", allow) == "Webhook URL cannot point to localhost"
     with pytest.raises(ValueError):
         AllowList(["not a/network"])
+
+
+# ------------------------------------------------------------------------ SSRF
+REFUSED = [
+    ("http://localhost:8080/h", "Webhook URL cannot point to localhost"),
+    ("http://app.localhost/h", "Webhook URL cannot point to localhost"),
+    ("http://127.0.0.1/h", "Webhook URL cannot point to localhost"),
+    ("http://[::1]/h", "Webhook URL cannot point to localhost"),
+    ("http://2130706433/h", "Webhook URL cannot point to localhost"),      # 127.0.0.1 as one int
+    ("http://127.1.2.3/h", "Webhook URL cannot point to loopback IP"),
+    ("http://10.1.2.3/h", "Webhook URL cannot point to private IP"),
+    ("http://172.16.0.1/h", "Webhook URL cannot point to private IP"),
+    ("http://192.168.1.5/h", "Webhook URL cannot point to private IP"),
+    ("http://169.254.169.254/latest/meta-data", "Webhook URL cannot point to link-local IP"),
+    ("http://0.0.0.0/h", "Webhook URL cannot point to unspecified IP"),
+    ("http://[::ffff:10.0.0.1]/h", "Webhook URL cannot point to private IP"),
+    ("http://[::ffff:7f00:2]/h", "Webhook URL cannot point to loopback IP"),
+    ("http://[::]/h", "Webhook URL cannot point to unspecified IP"),
+    ("http://[fd00::1]/h", "Webhook URL cannot point to private (ULA) IP"),
+    ("http://[fe80::1]/h", "Webhook URL cannot point to link-local IP"),
+    ("http://metadata.google.internal/h", "Webhook URL cannot point to cloud metadata endpoints"),
+    ("http://db.corp.internal/h", "Webhook URL cannot point to cloud metadata endpoints"),
+    ("ftp://example.com/h", "Webhook URL must use http or https protocol"),
+    ("not a url", "Invalid URL format"),
+    ("", "Webhook URL is required"),
+    ("https://example.com/" + "a" * 2048, "Webhook URL too long (max 2048 characters)"),
+]
+
+
+def test_refused_urls_get_the_reference_errors(tmp_path):
+    s = wh_server(tmp_path, webhook_allow=[])
+    c = BQ(s.ports["bunqueue"])
+    try:
+        for url, msg in REFUSED:
+            assert c.call("AddWebhook", url=url, events=["job.pushed"]) == \
+                {"ok": False, "error": msg}, url
+        assert c.call("AddWebhook", url="https://example.com/h", events=["job.nope"]) == {
+            "ok": False, "error": "Invalid webhook event(s): job.nope. Valid: job.pushed, "
+            "job.started, job.completed, job.failed, job.progress"}
+        assert c.call("AddWebhook", url="https://example.com/h") == {
+            "ok": False, "error": "undefined is not an object (evaluating "
+            "'command.events.filter')"}
+        # hostile field types: the reference's texts where it has one, else an error reply
+        assert c.call("AddWebhook", url=123, events=["job.pushed"]) == \
+            {"ok": False, "error": "Invalid URL format"}
+        assert c.call("AddWebhook", url="https://example.com/h", events=[5, "job.pushed"]) == {
+            "ok": False, "error": "Invalid webhook event(s): 5. Valid: job.pushed, "
+            "job.started, job.completed, job.failed, job.progress"}
+        assert c.call("AddWebhook", url="https://example.com/h",
+                      events="job.pushed")["error"].startswith(
+            "command.events.filter is not a function")
+        assert c.call("AddWebhook", url="https://example.com/h", events=["job.pushed"],
+                      queue=["q"]) == {"ok": False,
+                                       "error": "Invalid AddWebhook command: TypeError"}
+        assert c.call("AddWebhook", url="http://[::1", events=["job.pushed"]) == \
+            {"ok": False, "error": "Invalid URL format"}
+        assert c.call("SetWebhookEnabled", id={"x": 1}, enabled=True) == \
+            {"ok": False, "error": "Webhook not found"}
+        assert c.ok("ListWebhooks")["data"] == {"webhooks": [],
+                                                "stats": {"total": 0, "enabled": 0}}
+        assert c.call("RemoveWebhook", webhookId="nope") == {"ok": False,
+                                                             "error": "Webhook not found"}
+    finally:
+        c.close()
+        s.stop()
+
+
+@pytest.mark.parametrize("addr,why", [
+    ("127.0.0.1", "loopback"), ("::1", "loopback"), ("10.0.0.1", "private"),
+    ("172.20.0.1", "private"), ("192.168.0.1", "private"), ("100.64.0.1", "private"),
+    ("169.254.169.254", "link-local"), ("fe80::1", "link-local"), ("fd00::1", "private"),
+    ("::ffff:10.0.0.1", "private"), ("0.0.0.0", "unspecified"), ("224.0.0.1", "multicast"),
+])
+def test_resolved_addresses_of_every_blocked_class_are_refused(addr, why):
+    import ipaddress
+    ip = ipaddress.ip_address(addr)
+    assert address_refused(ip) == why
+    net = "::/0" if ip.version == 6 else "0.0.0.0/0"
+    assert address_refused(ip, AllowList([net])) is None
+    assert address_refused(ipaddress.ip_address("93.184.216.34")) is None
+
+
+def _loopback_name() -> str | None:
+    """A host name that resolves to a loopback address and that the URL checks do not catch
+    by name (the machine's own name usually does, through /etc/hosts)."""
+    for name in (socket.gethostname(), "localhost.localdomain"):
+        if name == "localhost" or name.endswith(".localhost") or name.endswith(".internal"):
+            continue
+        try:
+            addrs = {i[4][0] for i in socket.getaddrinfo(name, 80, type=socket.SOCK_STREAM)}
+        except OSError:
+            continue
+        if addrs and all(a.startswith("127.") or a == "::1" for a in addrs):
+            return name
+    return None
+
+
+def test_a_name_that_resolves_to_loopback_is_refused_at_delivery(tmp_path, recv):
+    name = _loopback_name()
+    if name is None:
+        pytest.skip("no host name resolving to loopback here")
+    s = wh_server(tmp_path, webhook_allow=["127.0.0.2/32"])   # not the receiver's address
+    c = BQ(s.ports["bunqueue"])
+    try:
+        q = qname("wh")
+        hid = add_hook(c, f"http://{name}:{recv.port}/hook", events=["job.pushed"], queue=q)
+        c.push(q)
+        wait_for(lambda: listed(c, hid)["failureCount"] == 1, what="the refusal")
+        assert recv.requests == []
+        assert s.call(lambda: s.runtime.webhooks.stats())["refused"] == 1
+    finally:
+        c.close()
+        s.stop()
+    s2 = wh_server(tmp_path, webhook_allow=[name])   # allowed by name: delivered
+    c = BQ(s2.ports["bunqueue"])
+    try:
+        q = qname("wh")
+        add_hook(c, f"http://{name}:{recv.port}/hook", events=["job.pushed"], queue=q)
+        c.push(q)
+        wait_for(lambda: recv.requests, what="the delivery by allowed name")
+        assert recv.requests[0][0]["Host"] == f"{name}:{recv.port}"
+    finally:
+        c.close()
+        s2.stop()
+
+
+def test_config_allow_list_is_validated():
+    assert from_dict({"webhooks": {"allow": ["127.0.0.1/32", "hooks.corp"]}}).webhook_allow \
+        == ["127.0.0.1/32", "hooks.corp"]
+    for bad, key in [({"allow": "127.0.0.1"}, "webhooks.allow"),
+                     ({"allow": ["a b"]}, "webhooks.allow"),
+                     ({"timeout_ms": 0}, "webhooks.timeout_ms"),
+                     ({"nope": 1}, "webhooks.nope")]:
+        with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+            from_dict({"webhooks": bad})

@@ -10,6 +10,12 @@ import json
 import threading
 import time
 
+import pytest
+
+from tests.inproc import InProcServer
+
+ALL = ["job.pushed", "job.started", "job.completed", "job.failed", "job.progress"]
+
 
 class Receiver:
     """See the module docstring. `requests`: list of (headers dict, body bytes) in arrival
@@ -84,3 +90,34 @@ def wait_for(pred, timeout: float = 10.0, what: str = "condition"):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.01)
+
+
+@pytest.fixture
+def recv():
+    r = Receiver()
+    yield r
+    r.close()
+
+
+def wh_server(tmp_path, **cfg):
+    """An in-process server (bunqueue and beanstalk, SQLite in `tmp_path`) whose webhooks may
+    reach 127.0.0.1 and retry after 20, 40 ms; `cfg`: more Config attributes."""
+    cfg.setdefault("webhook_allow", ["127.0.0.1/32"])
+    cfg.setdefault("webhook_retry_delay_ms", 20)
+    return InProcServer(f"sqlite:///{tmp_path}/jobgate.db", dialects=("bunqueue", "beanstalk"),
+                        **cfg)
+
+
+def add_hook(c, url, events=ALL, queue=None, secret=None) -> str:
+    """AddWebhook on bunqueue connection `c` (asserts ok); returns the webhook id."""
+    fields = {"url": url, "events": events}
+    if queue is not None:
+        fields["queue"] = queue
+    if secret is not None:
+        fields["secret"] = secret
+    return c.ok("AddWebhook", **fields)["data"]["webhookId"]
+
+
+def listed(c, hid) -> dict:
+    """Webhook `hid` as ListWebhooks shows it."""
+    return next(h for h in c.ok("ListWebhooks")["data"]["webhooks"] if h["id"] == hid)
