@@ -65,10 +65,11 @@ class WebhookOps:
         start; returns how many."""
         return self._webhooks.restore(store.load_records("webhooks"))
 
-    def webhook_delivered(self, id: str, ok: bool) -> None:
-        """Count one delivery of webhook `id` after its retries (success: last_ms = now).
-        Called on the event loop's thread (gateway/webhooks.py hands results over)."""
-        self._webhooks.delivered(id, ok)
+    def webhook_delivered(self, id: str, successes: int, failures: int = 0) -> None:
+        """Count delivery outcomes of webhook `id`, each after its retries (a success sets
+        last_ms = now). Called on the event loop's thread (gateway/webhooks.py hands the
+        worker's counts over, one call per webhook and batch)."""
+        self._webhooks.delivered(id, successes, failures)
 
     def progress_event(self, id: int, progress, dialect: str) -> bool:
         """Publish a `progress` event of job `id` with value `progress` to subscribers (no

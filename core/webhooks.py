@@ -373,17 +373,16 @@ class Registry:
             self._changed(h, id)
         return True
 
-    def delivered(self, id: str, ok: bool) -> None:
-        """Count one delivery outcome of webhook `id` (after its retries): success sets
+    def delivered(self, id: str, successes: int, failures: int = 0) -> None:
+        """Count delivery outcomes of webhook `id` (each after its retries): a success sets
         last_ms to now (wall ms). A removed webhook is ignored. Not stored."""
         h = self.hooks.get(id)
         if h is None:
             return
-        if ok:
-            h.success += 1
+        if successes:
+            h.success += successes
             h.last_ms = self.clock.wall_ms()
-        else:
-            h.failure += 1
+        h.failure += failures
 
     def stats(self) -> dict:
         """{"total": registrations, "enabled": enabled ones} (the reference's getStats)."""

@@ -11,7 +11,7 @@ In (server -> worker):
       payload (job.failed) as stored, else None; extra: the error text (job.failed) or the
       progress value (job.progress)
 Out (worker -> server):
-  ["done", [[id, ok], ...], stats]              outcomes after retries, then the counters
+  ["done", {id: [successes, failures]}, stats]  outcomes after retries, then the counters
   ["stats", stats]                              the counters, when they changed (every 0.2 s)
   ["log", level, message, fields]               for the server's log
 stats: {"queued", "in_flight", "dropped", "delivered", "failed", "refused"} (events).
@@ -109,7 +109,7 @@ class Worker:
         self.out = out
         self.hooks: dict = {}       # id -> (url, secret)
         self.queues: dict = {}      # id -> _HookQueue
-        self.results: list = []
+        self.results: dict = {}     # id -> [successes, failures] since the last flush
         self.counts = {"dropped": 0, "delivered": 0, "failed": 0, "refused": 0}
         self.in_flight = 0
         self._flush_armed = False
@@ -177,7 +177,10 @@ class Worker:
                 finally:
                     self.in_flight -= 1
                 self.counts["delivered" if ok else "failed"] += 1
-                self.results.append((hid, ok))
+                r = self.results.get(hid)
+                if r is None:
+                    r = self.results[hid] = [0, 0]
+                r[0 if ok else 1] += 1
                 self._arm_flush()
         finally:
             hq.running -= 1
@@ -192,7 +195,7 @@ class Worker:
     def _flush(self) -> None:
         self._flush_armed = False
         if self.results:
-            res, self.results = self.results, []
+            res, self.results = self.results, {}
             self._last_stats = self.stats()
             self._write(["done", res, self._last_stats])
 

@@ -271,8 +271,8 @@ class Delivery:
             msg = msgpack.unpackb(bytes(buf[4:4 + n]), raw=False, strict_map_key=False)
             del buf[:4 + n]
             if msg[0] == "done":
-                for id, ok in msg[1]:
-                    port.webhook_delivered(id, ok)
+                for id, (ok, failed) in msg[1].items():
+                    port.webhook_delivered(id, ok, failed)
                 self.worker_stats = msg[2]
             elif msg[0] == "stats":
                 self.worker_stats = msg[1]
