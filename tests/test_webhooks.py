@@ -132,6 +132,23 @@ def test_a_failing_receiver_is_retried_until_it_answers(tmp_path):
         s.stop()
 
 
+def test_each_request_is_bounded_by_the_timeout(tmp_path):
+    s = wh_server(tmp_path, webhook_timeout_ms=200, webhook_max_attempts=2)
+    hang = Receiver(hang=True)
+    c = BQ(s.ports["bunqueue"])
+    try:
+        q = qname("wh")
+        hid = add_hook(c, hang.url(), events=["job.pushed"], queue=q)
+        c.push(q)
+        wait_for(lambda: listed(c, hid)["failureCount"] == 1, what="two timed-out attempts")
+        assert len(hang.requests) == 2 and listed(c, hid)["successCount"] == 0
+    finally:
+        hang.release()
+        c.close()
+        s.stop()
+        hang.close()
+
+
 def test_a_hanging_receiver_neither_slows_jobs_nor_grows_memory(tmp_path):
     s = wh_server(tmp_path, webhook_timeout_ms=60_000, webhook_queue_size=64,
                 webhook_concurrency=2, webhook_max_attempts=1)
