@@ -12,7 +12,9 @@ operation cannot bypass the check):
   is absent: the operation answers as for a job that does not exist (None, False, NOT_ACTIVE).
 - UID: `find(uid)`, `lookup(uid)`: None for a job of a disallowed queue.
 - LISTING: queue_names / queue_views list allowed queues only; `subscribe` delivers events of
-  allowed queues only.
+  allowed queues only. Webhooks (issue 16): a restricted principal registers webhooks for an
+  allowed queue only (none for every queue: AccessDenied "*"), and sees, enables, disables
+  and removes only those (others are absent: None / False).
 - PASS: names no queue or job (clock, server counts, owners, timers, ids).
 
 Costs nothing for the default configuration: `Port.scoped(None)` and a principal allowed `*`
@@ -36,16 +38,19 @@ JOB_ID = {"job": None, "peek": None, "check_lease": NOT_ACTIVE, "renew": False,
           "requeue": False, "change_priority": False, "replace_payload": False,
           "update_extras": False, "wait_result": None, "kick_job": False,
           "add_dependencies": False, "drop_dependencies": None,
-          "apply_child_failure": False}
+          "apply_child_failure": False,
+          "progress_event": False}
 OWNER_JOB = {"reserve_job": None, "release": False, "bury": False, "touch": False,
              "delete": False}
 UID = ("find", "lookup")
-LISTING = ("queue_names", "queue_views", "subscribe")
+LISTING = ("queue_names", "queue_views", "subscribe", "add_webhook", "remove_webhook",
+           "set_webhook_enabled", "webhook", "webhooks")
 PASS = ("clock", "persistence", "restore", "tick", "next_due", "set_wakeup", "set_policy",
         "draining", "set_draining", "commit_mark", "committed", "stats", "detach",
         "new_owner", "owner_idle", "release_owner", "cancel_wait", "burn_id", "uid_taken",
         "dependency_met", "cancel_result_wait", "create", "of", "scoped", "storage_down",
-        "set_storage_state", "storage_state")
+        "set_storage_state", "storage_state", "webhook_stats", "webhooks_version",
+        "set_webhook_allow", "restore_webhooks", "webhook_delivered", "on_webhooks_changed")
 
 
 class ScopedPort:
@@ -109,6 +114,36 @@ class ScopedPort:
         sub = self.base.subscribe(queues, *args, **kw)
         sub.allow = self._allows
         return sub
+
+    # ------------------------------------------------------------------ webhooks
+    def _hook_visible(self, id) -> bool:
+        h = self.base.webhook(id)
+        return h is not None and h.queue is not None and self._allows(h.queue)
+
+    def add_webhook(self, id, url, events, queue=None, secret=None):
+        """Port.add_webhook; AccessDenied for a disallowed queue, or "*" without a queue."""
+        if queue is None:
+            raise AccessDenied("*")
+        if queue.__class__ is str:
+            self._check(queue)
+        return self.base.add_webhook(id, url, events, queue, secret)
+
+    def remove_webhook(self, id) -> bool:
+        """Port.remove_webhook; False for a webhook this principal does not see."""
+        return self._hook_visible(id) and self.base.remove_webhook(id)
+
+    def set_webhook_enabled(self, id, enabled) -> bool:
+        """Port.set_webhook_enabled; False for a webhook this principal does not see."""
+        return self._hook_visible(id) and self.base.set_webhook_enabled(id, enabled)
+
+    def webhook(self, id):
+        """Port.webhook; None for a webhook this principal does not see."""
+        return self.base.webhook(id) if self._hook_visible(id) else None
+
+    def webhooks(self) -> list:
+        """Port.webhooks, those of allowed queues only."""
+        return [h for h in self.base.webhooks()
+                if h.queue is not None and self._allows(h.queue)]
 
 
 def _queue_op(name: str):

@@ -31,8 +31,11 @@ from .records import Job, Owner as _Owner
 from .store_port import StoreLocked, StorePort
 from .port_flows import FlowOps
 from .port_jobs import JobOps
+from .port_webhooks import WebhookOps
 from .transitions import IllegalTransition
 from .views import adapter, queue_view, reserved, server_stats
+from .webhooks import (EVENT_KINDS, WEBHOOK_EVENTS, AllowList, Registry as _WebhookRegistry,
+                       WebhookView, address_refused, parse_host, split_url)
 
 __all__ = [
     "Port", "Owner", "Persistence", "open_store", "Store", "StorePort", "StoreLocked",
@@ -40,7 +43,8 @@ __all__ = [
     "QueueView", "Reserved", "ServerStats", "IllegalTransition", "TIMED_OUT", "DEADLINE_SOON",
     "WAITING", "TOKEN_CHECKED", "TOKEN_REQUIRED", "TOKEN_IGNORED", "LEASE_OK", "NOT_ACTIVE",
     "TOKEN_MISSING", "TOKEN_MISMATCH", "DEFAULT_MAXLEN", "Access", "AccessDenied",
-    "Principal", "NOBODY", "ScopedPort",
+    "Principal", "NOBODY", "ScopedPort", "WebhookView", "WEBHOOK_EVENTS", "EVENT_KINDS",
+    "AllowList", "address_refused", "parse_host", "split_url",
 ]
 
 
@@ -69,7 +73,7 @@ def open_store(url: str, sqlite_synchronous: str = "NORMAL"):
     return Store(url, sqlite_synchronous)
 
 
-class Port(JobOps, FlowOps):
+class Port(JobOps, FlowOps, WebhookOps):
     """The engine port (see the module docstring). Build one with `Port.create()`, or wrap an
     engine with `Port.of(engine)` (one port per engine).
 
@@ -85,6 +89,7 @@ class Port(JobOps, FlowOps):
         self.persistence = None if j is None else Persistence(j, engine)
         self._storage_since = 0
         self._outages = 0
+        self._webhooks = _WebhookRegistry(engine.clock, j)   # core/port_webhooks.py
         engine._port = self
 
     @classmethod

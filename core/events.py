@@ -41,7 +41,9 @@ class Event(NamedTuple):
     `attempt` (reservations so far); `priority` (canonical rank); `worker` (the connection or
     lock owner, or None); `error` (a failure's text, on `fail` events, or None when the failure
     gave none); `result` (bytes, on
-    `complete`) and `result_fmt` (1: MessagePack, 0: raw bytes).
+    `complete`) and `result_fmt` (1: MessagePack, 0: raw bytes); `detail`: on `fail`, the
+    job's (payload bytes, payload fmt); on `progress` (a subscriber-only event, Feed.note: not
+    a state change, no history row), the progress value; else None (webhooks, issue 16).
     """
 
     seq: int
@@ -59,6 +61,7 @@ class Event(NamedTuple):
     error: str | None
     result: bytes | None
     result_fmt: int
+    detail: object = None
 
 
 class Subscription:
@@ -185,6 +188,20 @@ class Feed:
             self.seq += 1
             ev = Event(self.seq, kind, job.id, uid, job.queue, dialect, at, prev, state,
                        job.reserves, job.priority, worker, text if kind == "fail" else None,
-                       job.result if kind == "complete" else None, fmt)
+                       job.result if kind == "complete" else None, fmt,
+                       (job.payload, job.fmt) if kind == "fail" else None)
             for s in self.subs:
                 s.push(ev)
+
+    def note(self, job, kind: str, detail, dialect: str) -> None:
+        """An event for subscriptions only, not a state change (no sink, no history row):
+        `progress` with the progress value as `detail`. Skipped when nobody subscribes."""
+        if not self.subs:
+            return
+        self.seq += 1
+        uid = job.uid if job.uid is not None else derived_uid(job.id)
+        ev = Event(self.seq, kind, job.id, uid, job.queue, dialect, self.clock.wall_ms(),
+                   job.state, job.state, job.reserves, job.priority, None, None, None, 0,
+                   detail)
+        for s in self.subs:
+            s.push(ev)

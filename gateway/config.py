@@ -34,6 +34,13 @@ A file looks like this (every key optional; unknown keys are an error naming the
       half_sent_timeout_s: 60
       pre_auth_max_frame: 65536                     # bytes, before Auth (tokens set)
       auth_timeout_s: 10                            # s to Auth (tokens set), 0: no limit
+    webhooks:                                       # delivery of job events (gateway/webhooks.py)
+      allow: ["127.0.0.1/32", hooks.corp]           # receivers exempt from the SSRF rules
+      timeout_ms: 10000                             # per request
+      max_attempts: 3                               # per event, retries included
+      retry_delay_ms: 1000                          # backoff: this times the attempt number
+      queue_size: 1000                              # events waiting per webhook (then dropped)
+      concurrency: 4                                # requests in flight per webhook
 
 The listener names, default ports and the dialects' own sections (`limits.beanstalk`,
 `bunqueue`) come from the dialect registry (gateway/registry.py): each registration lists its
@@ -47,7 +54,14 @@ from dataclasses import dataclass, field
 from . import registry
 
 DURABILITY = ("commit", "buffered", "memory")
-_BASE_KEYS = ("listeners", "database", "durability", "history", "limits", "log", "access")
+_BASE_KEYS = ("listeners", "database", "durability", "history", "limits", "log", "access",
+              "webhooks")
+#: webhooks.<key> -> (Config attribute, lowest, highest) for the integer settings
+_WEBHOOK_INTS = {"timeout_ms": ("webhook_timeout_ms", 1, 3_600_000),
+                 "max_attempts": ("webhook_max_attempts", 1, 100),
+                 "retry_delay_ms": ("webhook_retry_delay_ms", 0, 3_600_000),
+                 "queue_size": ("webhook_queue_size", 1, 10_000_000),
+                 "concurrency": ("webhook_concurrency", 1, 1000)}
 
 
 class ConfigError(ValueError):
@@ -109,6 +123,16 @@ class Config:
     options: dict = field(default_factory=_default_options)
     #: the validated `access` section (gateway/access.py parse_access), None when absent
     access: dict | None = None
+    #: webhooks (docs/operations.md "Webhooks"): SSRF allow-list entries (networks such as
+    #: 127.0.0.1/32, or host names), per-request timeout (ms), attempts per event, backoff
+    #: step (ms; attempt n waits n times it), events queued per webhook before the oldest is
+    #: dropped, requests in flight per webhook (the reference: 10 s, 3, 1 s, unbounded)
+    webhook_allow: list = field(default_factory=list)
+    webhook_timeout_ms: int = 10_000
+    webhook_max_attempts: int = 3
+    webhook_retry_delay_ms: int = 1000
+    webhook_queue_size: int = 1000
+    webhook_concurrency: int = 4
 
     def option(self, dialect: str, name: str):
         """The value of dialect `dialect`'s option `name`."""
@@ -242,6 +266,21 @@ def from_dict(raw) -> Config:
     if "access" in raw:
         from .access import parse_access
         c.access = parse_access(raw["access"])
+    wh = _keys(raw.get("webhooks"), ("allow",) + tuple(_WEBHOOK_INTS), "webhooks")
+    if "allow" in wh:
+        from core.api import AllowList
+        if not isinstance(wh["allow"], list):
+            raise ConfigError("config key 'webhooks.allow': must be a list of networks "
+                              "(127.0.0.1/32) or host names")
+        entries = [_str(e, "webhooks.allow") for e in wh["allow"]]
+        try:
+            AllowList(entries)
+        except ValueError as e:
+            raise ConfigError(f"config key 'webhooks.allow': {e}") from None
+        c.webhook_allow = entries
+    for k, (attr, lo, hi) in _WEBHOOK_INTS.items():
+        if k in wh:
+            setattr(c, attr, _int(wh[k], f"webhooks.{k}", lo, hi))
     return c
 
 

@@ -84,8 +84,12 @@ class Runtime:
         self.port = Port.create(self.clock, durable=self.store is not None,
                                 history=config.history_enabled)
         self.restored = 0
+        self.port.set_webhook_allow(config.webhook_allow)
         if self.store is not None:
             self.restored = self.port.restore(self.store)
+            self.port.restore_webhooks(self.store)
+        from .webhooks import Delivery
+        self.webhooks = Delivery(self.port, config)   # started by run() (gateway/webhooks.py)
         from .access import build_access, prepare
         prepare(config)   # done by the CLI already; here for servers built in-process
         self.access = build_access(config)   # None: no access control (the default)
@@ -255,6 +259,7 @@ class Runtime:
                     tg.start_soon(self._lock_keeper)
             tg.start_soon(self._ticker)
             tg.start_soon(self.limits.run)
+            self.webhooks.start()
             if signals:
                 tg.start_soon(self._signals)
             servers = []
@@ -274,6 +279,7 @@ class Runtime:
                     srv.close()
                 for conn in list(self.live):
                     conn.shutdown()
+                self.webhooks.stop()
             if self.writer is not None and self.lost_lock is None:
                 with anyio.move_on_after(30):
                     await self.writer.flush()

@@ -53,6 +53,7 @@ def progress(sess, cmd: dict):
     if m is not None:
         fields["progressMessage"] = str(m)
     sess.port.update_extras(job.id, fields)
+    sess.port.progress_event(job.id, p, "bunqueue")   # job.progress webhooks (issue 16)
     return ok_empty()
 
 
