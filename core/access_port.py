@@ -12,7 +12,8 @@ operation cannot bypass the check):
   is absent: the operation answers as for a job that does not exist (None, False, NOT_ACTIVE).
 - UID: `find(uid)`, `lookup(uid)`: None for a job of a disallowed queue.
 - LISTING: queue_names / queue_views list allowed queues only; `subscribe` delivers events of
-  allowed queues only.
+  allowed queues only; cron_get / cron_delete / cron_list see the cron schedules of allowed
+  queues only (cron_set is QUEUE_ARG).
 - PASS: names no queue or job (clock, server counts, owners, timers, ids).
 
 Costs nothing for the default configuration: `Port.scoped(None)` and a principal allowed `*`
@@ -25,7 +26,7 @@ from .leases import NOT_ACTIVE
 
 QUEUE_ARG = ("attach", "keep", "pause", "queue", "priority_counts", "put", "put_many", "dedup",
              "kick", "peek_ready", "peek_delayed", "peek_buried", "jobs", "dead_letters",
-             "ready_page", "delayed_page", "run")
+             "ready_page", "delayed_page", "run", "cron_set")
 QUEUE_LIST = ("reserve",)
 OWNER_QUEUE = ("reserve_many",)
 #: name -> the answer for a job that is not visible
@@ -36,7 +37,7 @@ JOB_ID = {"job": None, "peek": None, "check_lease": NOT_ACTIVE, "renew": False,
 OWNER_JOB = {"reserve_job": None, "release": False, "bury": False, "touch": False,
              "delete": False}
 UID = ("find", "lookup")
-LISTING = ("queue_names", "queue_views", "subscribe")
+LISTING = ("queue_names", "queue_views", "subscribe", "cron_get", "cron_delete", "cron_list")
 PASS = ("clock", "persistence", "restore", "tick", "next_due", "set_wakeup", "set_policy",
         "draining", "set_draining", "commit_mark", "committed", "stats", "detach",
         "new_owner", "owner_idle", "release_owner", "cancel_wait", "burn_id", "uid_taken",
@@ -96,6 +97,20 @@ class ScopedPort:
     def queue_views(self) -> list:
         """Port.queue_views, allowed queues only."""
         return [v for v in self.base.queue_views() if self._allows(v.name)]
+
+    def cron_get(self, name):
+        """Port.cron_get; None for a schedule of a disallowed queue."""
+        v = self.base.cron_get(name)
+        return v if v is None or self._allows(v.queue) else None
+
+    def cron_delete(self, name) -> bool:
+        """Port.cron_delete; False for a schedule of a disallowed queue."""
+        v = self.base.cron_get(name)
+        return v is not None and self._allows(v.queue) and self.base.cron_delete(name)
+
+    def cron_list(self) -> list:
+        """Port.cron_list, schedules of allowed queues only."""
+        return [v for v in self.base.cron_list() if self._allows(v.queue)]
 
     def subscribe(self, queues=None, *args, **kw):
         """Port.subscribe; events of allowed queues only (AccessDenied for a named queue that

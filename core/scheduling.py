@@ -4,7 +4,8 @@
 longest-waiter first) and the timer heaps, and runs due work in `tick()`. Times are monotonic ms.
 Timed work: delayed -> ready, TTR expiry (reserved -> ready, counts a timeout; or failed at
 max-attempts), reserve timeouts (TIMED_OUT), the DEADLINE_SOON safety margin of a waiting owner,
-the end of a queue pause, result-wait timeouts and TTL eviction (core.outcomes).
+the end of a queue pause, result-wait timeouts and TTL eviction (core.outcomes), and the
+cron schedules' runs (core.cron, on wall-clock due times).
 """
 from __future__ import annotations
 
@@ -110,6 +111,10 @@ class Scheduling:
         for h in (self._delayed, self._reserved, self._timers, self._pauses, self._expiry):
             if h and h[0][0] < due:
                 due = h[0][0]
+        if self.cron.heap:
+            c = self.cron.due_mono()
+            if c is not None and c < due:
+                due = c
         self._wake_at = due
         return None if due is _INF else due
 
@@ -156,3 +161,5 @@ class Scheduling:
                 self._serve(q)
         if self._expiry and self._expiry[0][0] <= now:
             self._expire_due(now)
+        if self.cron.heap:
+            self.cron.tick()   # cron schedules (core/cron.py): wall-clock due times

@@ -23,6 +23,7 @@ from core.api import AccessDenied
 
 from . import (handlers_control, handlers_core, handlers_outcome,  # noqa: F401 (registration)
                handlers_query)
+from . import handlers_cron  # noqa: F401 (registration: Cron, CronGet, CronDelete, CronList)
 from .bulk import BIG_FRAME
 from .codec import UNDEFINED, decode_command, decode_steps, frame, pack, splice_map, unpack_value
 from .info import CAPABILITIES, PROTOCOL_VERSIONS, SPEAKS_VERSION, BunqueueInfo
