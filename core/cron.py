@@ -16,6 +16,7 @@ Times: wall ms since the epoch (`next_run_ms`, `after_ms`); the engine's timers 
 """
 from __future__ import annotations
 
+import os
 from datetime import datetime, timezone as _utc_tz
 from heapq import heappop, heappush
 from typing import NamedTuple
@@ -67,6 +68,17 @@ class CronJob(NamedTuple):
     ext: dict | None = None
     delay_ms: int = 0
     ttl_ms: int = 0
+    uuid7: bool = False
+
+
+def uuid7(now_ms: int) -> str:
+    """A random UUIDv7 string (RFC 9562) for wall time `now_ms`: 48-bit ms timestamp, version
+    7, 74 random bits."""
+    r = int.from_bytes(os.urandom(10), "big")
+    hi = (now_ms & 0xFFFFFFFFFFFF) << 80 | 0x7 << 76 | (r >> 62 & 0xFFF) << 64
+    n = hi | 0x2 << 62 | (r & 0x3FFFFFFFFFFFFFFF)
+    h = "%032x" % n
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 class CronView(NamedTuple):
@@ -168,7 +180,7 @@ class _Schedule:
                 "maxLimit": self.max_limit, "skipMissed": self.skip_missed, "seq": self.seq,
                 "info": self.info,
                 "job": [j.payload, j.fmt, j.priority, j.ttr_ms, j.max_fails, j.dialect, j.ext,
-                        j.delay_ms, j.ttl_ms]}
+                        j.delay_ms, j.ttl_ms, j.uuid7]}
         return {"name": self.name, "queue": self.queue, "next_run_ms": self.next_run,
                 "executions": self.executions,
                 "spec": msgpack.packb(spec, use_bin_type=True)}
@@ -297,7 +309,12 @@ class CronTable:
         key = j.ext.get("uniqueKey") if j.ext else None
         if key is not None and e.dedup_job(s.queue, key) is not None:
             return   # the previous run's job is unfinished (reference preventOverlap)
-        e.put(s.queue, j.payload, j.priority, j.delay_ms, j.ttr_ms, j.dialect, None,
+        uid = None
+        if j.uuid7:
+            uid = uuid7(e.clock.wall_ms())
+            while e.uid_taken(uid):
+                uid = uuid7(e.clock.wall_ms())
+        e.put(s.queue, j.payload, j.priority, j.delay_ms, j.ttr_ms, j.dialect, uid,
               j.ttl_ms, j.ttl_ms, 0, j.max_fails, 0, "put",
               dict(j.ext) if j.ext else None, j.fmt)
         self.fired += 1
@@ -337,7 +354,7 @@ class CronTable:
             s.seq = spec.get("seq", 0)
             s.info = spec.get("info") or {}
             jl = spec["job"]
-            s.job = CronJob(bytes(jl[0]), jl[1], jl[2], jl[3], jl[4], jl[5], jl[6], jl[7], jl[8])
+            s.job = CronJob(bytes(jl[0]), *jl[1:])
             s.last_fired = None
             if s.next_run is None:
                 s.next_run = now

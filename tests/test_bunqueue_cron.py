@@ -4,12 +4,13 @@ protocols/bunqueue/handlers_cron.py over core/cron.py; docs/bunqueue.md "Cron (i
 - On a real in-process server with a manual clock (`clocked`): the reference's replies and
   error texts, the job a run creates as bunqueue PULL and a greenstalk client (beanstalk) see
   it on the same queue, and a workq lease of it.
-- On a real `jobgate serve` subprocess with a SQLite file: kill -9 while a schedule fires every
+- On a real `jobgate serve` subprocess with a SQLite file, then PostgreSQL: kill -9 while a schedule fires every
   50 ms, twice, and the stored runs (executions) always equal the stored jobs: no run lost, none
   doubled (a run's job and the schedule's row are in one transaction).
 """
 from __future__ import annotations
 
+import re
 import time
 
 import greenstalk
@@ -103,6 +104,8 @@ def test_a_fired_job_is_an_ordinary_job_for_every_dialect(clocked, bq):
         r = bq.call("PULL", queue=q, timeout=0)            # bunqueue takes run 2
         assert (r["job"]["name"], r["job"]["data"], r["job"]["priority"]) == (
             "tick-job", {"n": 7}, 5)
+        assert re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}",
+                            r["job"]["id"])                  # a UUIDv7, as the reference's
         clocked.advance(1000)
         w = WorkqRaw(clocked.ports["workq"])               # workq leases run 3
         w.send(f"lease {q} 1000\r\n".encode())
@@ -138,23 +141,23 @@ def _stored(url: str, queue: str) -> tuple[int, int, int]:
     return len(jobs), ex, len(set(jobs))
 
 
-def test_kill9_while_firing_neither_loses_nor_doubles_a_run(servers, sqlite_url):
+def test_kill9_while_firing_neither_loses_nor_doubles_a_run(servers, db_url):
     q = qname("cronkill")
-    s = servers(sqlite_url, bunqueue=True)
+    s = servers(db_url, bunqueue=True)
     c = BQ(s.bunqueue_port, timeout=10)
     c.ok("Cron", name="fast", queue=q, data={"k": 1}, repeatEvery=50, preventOverlap=False)
     time.sleep(1.2)
     s.kill()
     c.sock.close()
-    n1, ex1, distinct1 = _stored(sqlite_url, q)
+    n1, ex1, distinct1 = _stored(db_url, q)
     assert n1 == ex1 and distinct1 == n1 and n1 >= 5, (n1, ex1)
 
-    s2 = servers(sqlite_url, bunqueue=True)
+    s2 = servers(db_url, bunqueue=True)
     c = BQ(s2.bunqueue_port, timeout=10)
     v = c.call("CronGet", name="fast")["cron"]
     assert v["executions"] >= ex1
     time.sleep(1.2)
     s2.kill()
     c.sock.close()
-    n2, ex2, distinct2 = _stored(sqlite_url, q)
+    n2, ex2, distinct2 = _stored(db_url, q)
     assert n2 == ex2 and distinct2 == n2 and n2 > n1, (n2, ex2)
