@@ -280,7 +280,11 @@ class CronTable:
             return
         scheduled = s.next_run
         if s.schedule:
-            nxt = next_run_ms(s.schedule, now, s.tz)
+            try:
+                nxt = next_run_ms(s.schedule, now, s.tz)
+            except CronError:   # no match left (or its zone vanished): it will never run again
+                self.delete(s.name)
+                return
         else:
             nxt = scheduled + s.every
             if s.last_fired is not None and now - s.last_fired < s.every * OVERLAP_FRACTION:
@@ -359,8 +363,11 @@ class CronTable:
             if s.next_run is None:
                 s.next_run = now
             if s.skip_missed and s.next_run < now:
-                s.next_run = (next_run_ms(s.schedule, now, s.tz) if s.schedule
-                              else now + s.every)
+                try:
+                    s.next_run = (next_run_ms(s.schedule, now, s.tz) if s.schedule
+                                  else now + s.every)
+                except CronError:
+                    continue   # its time zone is gone from this system: kept stored, not run
                 self._store(s)
             loaded.append(s)
         loaded.sort(key=lambda x: x.seq)
