@@ -35,6 +35,9 @@ OVERLAP_FRACTION = 0.8
 SHORTCUTS = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
              "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *",
              "@hourly": "0 * * * *"}
+#: The longest the engine's timer waits while schedules exist (ms): a wall clock that jumps
+#: is noticed within this (the reference's SAFETY_FALLBACK_MS).
+SAFETY_MS = 60_000
 #: Occurrences croniter may skip (impossible local times) before "no future occurrence".
 _MAX_SKIPS = 10_000
 
@@ -69,6 +72,7 @@ class CronJob(NamedTuple):
     delay_ms: int = 0
     ttl_ms: int = 0
     uuid7: bool = False
+    event: str = "put"
 
 
 def uuid7(now_ms: int) -> str:
@@ -180,7 +184,7 @@ class _Schedule:
                 "maxLimit": self.max_limit, "skipMissed": self.skip_missed, "seq": self.seq,
                 "info": self.info,
                 "job": [j.payload, j.fmt, j.priority, j.ttr_ms, j.max_fails, j.dialect, j.ext,
-                        j.delay_ms, j.ttl_ms, j.uuid7]}
+                        j.delay_ms, j.ttl_ms, j.uuid7, j.event]}
         return {"name": self.name, "queue": self.queue, "next_run_ms": self.next_run,
                 "executions": self.executions,
                 "spec": msgpack.packb(spec, use_bin_type=True)}
@@ -253,14 +257,14 @@ class CronTable:
 
     # ------------------------------------------------------------------ timers
     def due_mono(self):
-        """Monotonic ms of the earliest live next run, or None."""
+        """Monotonic ms of the earliest live next run (at most SAFETY_MS from now), or None."""
         h = self.heap
         while h and h[0][2].gen != h[0][1]:
             heappop(h)
         if not h:
             return None
         c = self.engine.clock
-        return c.monotonic_ms() + (h[0][0] - c.wall_ms())
+        return c.monotonic_ms() + min(h[0][0] - c.wall_ms(), SAFETY_MS)
 
     def tick(self) -> None:
         """Fire every schedule due at the clock's wall time (reference CronExecution.tick)."""
@@ -319,7 +323,7 @@ class CronTable:
             while e.uid_taken(uid):
                 uid = uuid7(e.clock.wall_ms())
         e.put(s.queue, j.payload, j.priority, j.delay_ms, j.ttr_ms, j.dialect, uid,
-              j.ttl_ms, j.ttl_ms, 0, j.max_fails, 0, "put",
+              j.ttl_ms, j.ttl_ms, 0, j.max_fails, 0, j.event,
               dict(j.ext) if j.ext else None, j.fmt)
         self.fired += 1
 

@@ -271,3 +271,29 @@ def test_deleted_schedule_stays_deleted_after_restart(sqlite_store):
     _flush(p, sqlite_store)
     _, p2 = _restart(sqlite_store, utc_ms("2026-05-01T10:00:00"))
     assert [v.name for v in p2.cron_list()] == ["b"]
+
+
+def test_a_scoped_port_sees_only_the_schedules_of_its_queues():
+    from core.api import AccessDenied, Principal
+    clock, p = port_at("2026-05-01T10:00:00")
+    p.cron_set("a1", "mine", JOB, repeat_every_ms=1000)
+    p.cron_set("b1", "theirs", JOB, repeat_every_ms=1000)
+    sp = p.scoped(Principal("t", "token", ["a*"]))
+    assert [v.name for v in sp.cron_list()] == ["mine"]
+    assert sp.cron_get("theirs") is None and sp.cron_get("mine").queue == "a1"
+    assert sp.cron_delete("theirs") is False and p.cron_get("theirs") is not None
+    with pytest.raises(AccessDenied):
+        sp.cron_set("b2", "x", JOB, repeat_every_ms=1000)
+    assert sp.cron_delete("mine") is True and p.cron_get("mine") is None
+
+
+def test_a_run_is_a_push_in_the_history():
+    n = Node(utc_ms("2026-05-01T10:00:00"))
+    p = Port.of(n.engine)
+    p.cron_set("q", "h", JOB._replace(event="push", uuid7=True), repeat_every_ms=1000)
+    n.journal.take(n.engine.next_id)
+    n.step(1000)
+    b = n.journal.take(n.engine.next_id)
+    assert [(e[1], e[2], e[3]) for e in b.events] == [("q", "bunqueue", "push")]
+    uid = b.inserts[0][1]
+    assert len(uid) == 36 and uid[14] == "7"

@@ -88,7 +88,7 @@ def _template(name: str, job_name: str, data, priority, cmd: dict) -> CronJob:
                    int(ma) if ma.__class__ in (int, float) and ma >= 1 else DEFAULT_MAX_ATTEMPTS,
                    "bunqueue", ext or None,
                    int(delay) if delay.__class__ in (int, float) and delay > 0 else 0,
-                   uuid7=True)
+                   uuid7=True, event="push")
 
 
 @command("Cron", mutating=True)
