@@ -38,6 +38,9 @@ SHORTCUTS = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 
 #: The longest the engine's timer waits while schedules exist (ms): a wall clock that jumps
 #: is noticed within this (the reference's SAFETY_FALLBACK_MS).
 SAFETY_MS = 60_000
+#: Longest cron expression accepted (characters): croniter expands lists in Python, and a
+#: megabyte of "1,1,1,..." would hold the event loop for seconds.
+MAX_EXPRESSION = 1024
 #: Occurrences croniter may skip (impossible local times) before "no future occurrence".
 _MAX_SKIPS = 10_000
 
@@ -116,6 +119,8 @@ def _zone(tz: str | None):
 def _expression(schedule: str) -> tuple[str, bool]:
     """(expression for croniter, has leading seconds); CronError "fields" / "syntax"."""
     s = schedule.strip()
+    if len(s) > MAX_EXPRESSION:
+        raise CronError("syntax", f"longer than {MAX_EXPRESSION} characters")
     expanded = SHORTCUTS.get(s.lower())
     if expanded is not None:
         return expanded, False

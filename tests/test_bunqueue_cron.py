@@ -78,6 +78,10 @@ def test_cron_replies_as_the_reference(clocked, bq):
     ({"repeatEvery": 1000, "jobName": ""}, "Job name must be a non-empty string of at most "
                                            "256 characters"),
     ({"repeatEvery": 1000, "queue": None}, "Internal server error"),
+    ({"repeatEvery": 1000, "name": "n" * 257}, "Cron job name too long (max 256 characters)"),
+    ({"repeatEvery": 1000, "queue": "q" * 257}, "Queue name too long (max 256 characters)"),
+    ({"schedule": "1," * 600 + "1 * * * *"}, "Invalid cron expression: Invalid cron "
+                                             "expression: unrecognized field syntax"),
 ])
 def test_hostile_cron_commands_get_the_reference_errors(bq, fields, error):
     cmd = {"name": "bad", "queue": "cq", "data": 1}

@@ -101,6 +101,10 @@ def cron(sess, cmd: dict):
         return err("Internal server error")   # the reference's storage refuses a NULL queue
     name = str(name) if name.__class__ is not str else name
     queue = str(queue) if queue.__class__ is not str else queue
+    if len(name) > 256:
+        return err("Cron job name too long (max 256 characters)")   # the stored key's size
+    if len(queue) > 256:
+        return err("Queue name too long (max 256 characters)")
     data = cmd.get("data")
     job_name = cmd.get("jobName")
     if job_name is not None:
