@@ -108,11 +108,11 @@ class CronView(NamedTuple):
 
 # ----------------------------------------------------------------------------- calendar
 def _zone(tz: str | None):
-    if tz is None:
-        return _utc_tz.utc
+    if not tz:
+        return _utc_tz.utc   # "" too: the reference passes no zone to Bun.cron then
     try:
         return ZoneInfo(tz)
-    except (ZoneInfoNotFoundError, ValueError, TypeError):
+    except (ZoneInfoNotFoundError, ValueError, TypeError, OSError):
         raise CronError("timezone", str(tz)) from None
 
 

@@ -80,6 +80,9 @@ def test_cron_replies_as_the_reference(clocked, bq):
     ({"repeatEvery": 1000, "queue": None}, "Internal server error"),
     ({"repeatEvery": 1000, "name": "n" * 257}, "Cron job name too long (max 256 characters)"),
     ({"repeatEvery": 1000, "queue": "q" * 257}, "Queue name too long (max 256 characters)"),
+    ({"schedule": "0 * * * *", "timezone": "a" * 5000},
+     "Invalid cron expression: Bun.cron: unknown time zone '" + "a" * 5000 + "'"),
+    ({"repeatEvery": 1000, "data": "x" * (10 * 1024 * 1024 + 1)}, "Job data too large (max 10MB)"),
     ({"schedule": "1," * 600 + "1 * * * *"}, "Invalid cron expression: Invalid cron "
                                              "expression: unrecognized field syntax"),
 ])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from core.api import CronError, CronJob
 
+from .bulk import too_large
 from .codec import num
 from .info import DEFAULT_LOCK_TTL_MS
 from .jobview import DEFAULT_MAX_ATTEMPTS
@@ -120,6 +121,8 @@ def cron(sess, cmd: dict):
     msg = data_error(data)
     if msg:
         return err(msg)
+    if too_large(encode_data(data)[0]):
+        return err("Job data too large (max 10MB)")   # PUSH's limit: each run is a job
     priority = cmd.get("priority")
     if priority is None:
         priority = 0
