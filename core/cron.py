@@ -41,6 +41,9 @@ SAFETY_MS = 60_000
 #: Longest cron expression accepted (characters): croniter expands lists in Python, and a
 #: megabyte of "1,1,1,..." would hold the event loop for seconds.
 MAX_EXPRESSION = 1024
+MINUTE_MS = 60_000
+#: The largest DST shift a wildcard schedule's real-minute scan covers (Bun.cron), minutes.
+MAX_DST_SHIFT_MIN = 120
 #: Occurrences croniter may skip (impossible local times) before "no future occurrence".
 _MAX_SKIPS = 10_000
 
@@ -132,26 +135,64 @@ def _expression(schedule: str) -> tuple[str, bool]:
     return " ".join(s.split()), n == 6
 
 
+def _offset(z, ms: int):
+    return datetime.fromtimestamp(ms / 1000, z).utcoffset()
+
+
+def _next_minute(expr: str, after_ms: int, z) -> int:
+    """Bun.cron.parse(expr, after_ms, {tz}) for a 5-field `expr`: the first matching minute
+    strictly after `after_ms`. The calendar is walked in local wall time (croniter on naive
+    datetimes); a local match is placed on the timeline with the offset before a change
+    (zoneinfo fold 0: a spring-forward gap time is read with the old offset, a repeated
+    fall-back time is its first occurrence). When the minute or the hour field is a full
+    wildcard, real minutes up to that match (at most MAX_DST_SHIFT_MIN ahead) are scanned for
+    an earlier match, so such a schedule also fires in the repeated fall-back hour (Bun's
+    resolve_local_match, cronie semantics); a fixed-time schedule fires once."""
+    local = datetime.fromtimestamp(after_ms / 1000, z).replace(tzinfo=None)
+    it = croniter(expr, local)
+    wild = it.expanded[0] == ["*"] or it.expanded[1] == ["*"]
+    if wild:   # the scan can only find something within MAX_DST_SHIFT_MIN of an offset change
+        span = (MAX_DST_SHIFT_MIN + 2) * MINUTE_MS
+        wild = _offset(z, after_ms - span) != _offset(z, after_ms + span)
+    for _ in range(_MAX_SKIPS):
+        n = it.get_next(datetime)
+        result = int(n.replace(tzinfo=z, fold=0).timestamp()) * 1000
+        if wild:
+            probe = (after_ms // MINUTE_MS + 1) * MINUTE_MS
+            cap = min(result, after_ms + (MAX_DST_SHIFT_MIN + 1) * MINUTE_MS)
+            while probe < cap:
+                t = datetime.fromtimestamp(probe / 1000, z).replace(tzinfo=None)
+                if croniter.match(expr, t):
+                    return probe
+                probe += MINUTE_MS
+        if result > after_ms:
+            return result
+    raise CronError("no_future")
+
+
 def next_run_ms(schedule: str, after_ms: int, tz: str | None = None) -> int:
     """The first wall ms strictly after `after_ms` matched by cron expression `schedule` (5
     fields, 6 with leading seconds, or a shortcut such as @daily) in IANA zone `tz` (None:
-    UTC).
-
-    The calendar is walked in local wall time (croniter on naive datetimes) and each local
-    time is placed on the timeline as Bun.cron places it (the reference): a local time in a
-    spring-forward gap is read with the offset before the change (02:30 on a day that jumps
-    from 02:00 to 03:00 fires at 03:30), a local time that occurs twice in a fall-back fires at
-    its first occurrence only. Raises CronError."""
+    UTC), as the reference computes it: Bun.cron for the 5 calendar fields (see
+    _next_minute: spring-forward gap times fire once at the old offset, 02:30 -> 03:30; a
+    fixed time repeated by a fall-back fires at its first occurrence; wildcard-minute or
+    wildcard-hour schedules also fire in the repeated hour), and bunqueue's getNextParsedRun
+    for a leading seconds field (the matching seconds of each matching minute). Raises
+    CronError."""
     expr, six = _expression(schedule)
     z = _zone(tz)
-    local = datetime.fromtimestamp(after_ms / 1000, z).replace(tzinfo=None)
     try:
-        it = croniter(expr, local, second_at_beginning=six)
+        if not six:
+            return _next_minute(expr, after_ms, z)
+        secs, cal = expr.split(" ", 1)
+        seconds = croniter(f"{cal} {secs}").expanded[5]
+        seconds = list(range(60)) if seconds == ["*"] else sorted(seconds)
+        minute = _next_minute(cal, (after_ms // MINUTE_MS) * MINUTE_MS - 1, z)
         for _ in range(_MAX_SKIPS):
-            n = it.get_next(datetime)
-            ms = int(n.replace(tzinfo=z, fold=0).timestamp()) * 1000
-            if ms > after_ms:
-                return ms
+            for sec in seconds:
+                if minute + sec * 1000 > after_ms:
+                    return minute + sec * 1000
+            minute = _next_minute(cal, minute, z)
     except CroniterBadDateError:
         raise CronError("no_future") from None
     except CroniterBadCronError as e:

@@ -297,3 +297,117 @@ def test_a_run_is_a_push_in_the_history():
     assert [(e[1], e[2], e[3]) for e in b.events] == [("q", "bunqueue", "push")]
     uid = b.inserts[0][1]
     assert len(uid) == 36 and uid[14] == "7"
+
+
+#: (zone, expression, from, Bun.cron.parse's answer): measured on Bun 1.4.5 (the reference's
+#: runtime, `Bun.cron.parse(expr, from, {tz})`) around the 2026 transitions of New York
+#: (fall-back 11-01 06:00Z, spring-forward 03-08 07:00Z) and Lord Howe (a 30-minute shift,
+#: 04-04 15:00Z). Times are UTC.
+BUN_DST = [
+    ("America/New_York", "0 * * * *", "2026-11-01T04:52", "2026-11-01T05:00"),
+    ("America/New_York", "0 * * * *", "2026-11-01T05:29", "2026-11-01T06:00"),
+    ("America/New_York", "0 * * * *", "2026-11-01T06:06", "2026-11-01T07:00"),
+    ("America/New_York", "0 * * * *", "2026-11-01T06:43", "2026-11-01T07:00"),
+    ("America/New_York", "*/20 * * * *", "2026-11-01T04:52", "2026-11-01T05:00"),
+    ("America/New_York", "*/20 * * * *", "2026-11-01T05:29", "2026-11-01T05:40"),
+    ("America/New_York", "*/20 * * * *", "2026-11-01T06:06", "2026-11-01T06:20"),
+    ("America/New_York", "*/20 * * * *", "2026-11-01T06:43", "2026-11-01T07:00"),
+    ("America/New_York", "* 1 * * *", "2026-11-01T04:52", "2026-11-01T05:00"),
+    ("America/New_York", "* 1 * * *", "2026-11-01T05:29", "2026-11-01T05:30"),
+    ("America/New_York", "* 1 * * *", "2026-11-01T06:06", "2026-11-01T06:07"),
+    ("America/New_York", "* 1 * * *", "2026-11-01T06:43", "2026-11-01T06:44"),
+    ("America/New_York", "30 1 * * *", "2026-11-01T04:52", "2026-11-01T05:30"),
+    ("America/New_York", "30 1 * * *", "2026-11-01T05:29", "2026-11-01T05:30"),
+    ("America/New_York", "30 1 * * *", "2026-11-01T06:06", "2026-11-02T06:30"),
+    ("America/New_York", "30 1 * * *", "2026-11-01T06:43", "2026-11-02T06:30"),
+    ("America/New_York", "*/30 1 * * *", "2026-11-01T04:52", "2026-11-01T05:00"),
+    ("America/New_York", "*/30 1 * * *", "2026-11-01T05:29", "2026-11-01T05:30"),
+    ("America/New_York", "*/30 1 * * *", "2026-11-01T06:06", "2026-11-02T06:00"),
+    ("America/New_York", "*/30 1 * * *", "2026-11-01T06:43", "2026-11-02T06:00"),
+    ("America/New_York", "0 0-3 * * *", "2026-11-01T04:52", "2026-11-01T05:00"),
+    ("America/New_York", "0 0-3 * * *", "2026-11-01T05:29", "2026-11-01T07:00"),
+    ("America/New_York", "0 0-3 * * *", "2026-11-01T06:06", "2026-11-01T07:00"),
+    ("America/New_York", "0 0-3 * * *", "2026-11-01T06:43", "2026-11-01T07:00"),
+    ("America/New_York", "30 2 * * *", "2026-11-01T04:52", "2026-11-01T07:30"),
+    ("America/New_York", "30 2 * * *", "2026-11-01T05:29", "2026-11-01T07:30"),
+    ("America/New_York", "30 2 * * *", "2026-11-01T06:06", "2026-11-01T07:30"),
+    ("America/New_York", "30 2 * * *", "2026-11-01T06:43", "2026-11-01T07:30"),
+    ("America/New_York", "* 2 * * *", "2026-11-01T04:52", "2026-11-01T07:00"),
+    ("America/New_York", "* 2 * * *", "2026-11-01T05:29", "2026-11-01T07:00"),
+    ("America/New_York", "* 2 * * *", "2026-11-01T06:06", "2026-11-01T07:00"),
+    ("America/New_York", "* 2 * * *", "2026-11-01T06:43", "2026-11-01T07:00"),
+    ("America/New_York", "0 1,2 * * *", "2026-11-01T04:52", "2026-11-01T05:00"),
+    ("America/New_York", "0 1,2 * * *", "2026-11-01T05:29", "2026-11-01T07:00"),
+    ("America/New_York", "0 1,2 * * *", "2026-11-01T06:06", "2026-11-01T07:00"),
+    ("America/New_York", "0 1,2 * * *", "2026-11-01T06:43", "2026-11-01T07:00"),
+    ("America/New_York", "0 * * * *", "2026-03-08T05:52", "2026-03-08T06:00"),
+    ("America/New_York", "0 * * * *", "2026-03-08T06:29", "2026-03-08T07:00"),
+    ("America/New_York", "0 * * * *", "2026-03-08T07:06", "2026-03-08T08:00"),
+    ("America/New_York", "*/20 * * * *", "2026-03-08T05:52", "2026-03-08T06:00"),
+    ("America/New_York", "*/20 * * * *", "2026-03-08T06:29", "2026-03-08T06:40"),
+    ("America/New_York", "*/20 * * * *", "2026-03-08T07:06", "2026-03-08T07:20"),
+    ("America/New_York", "* 1 * * *", "2026-03-08T05:52", "2026-03-08T06:00"),
+    ("America/New_York", "* 1 * * *", "2026-03-08T06:29", "2026-03-08T06:30"),
+    ("America/New_York", "* 1 * * *", "2026-03-08T07:06", "2026-03-09T05:00"),
+    ("America/New_York", "30 1 * * *", "2026-03-08T05:52", "2026-03-08T06:30"),
+    ("America/New_York", "30 1 * * *", "2026-03-08T06:29", "2026-03-08T06:30"),
+    ("America/New_York", "30 1 * * *", "2026-03-08T07:06", "2026-03-09T05:30"),
+    ("America/New_York", "*/30 1 * * *", "2026-03-08T05:52", "2026-03-08T06:00"),
+    ("America/New_York", "*/30 1 * * *", "2026-03-08T06:29", "2026-03-08T06:30"),
+    ("America/New_York", "*/30 1 * * *", "2026-03-08T07:06", "2026-03-09T05:00"),
+    ("America/New_York", "0 0-3 * * *", "2026-03-08T05:52", "2026-03-08T06:00"),
+    ("America/New_York", "0 0-3 * * *", "2026-03-08T06:29", "2026-03-08T07:00"),
+    ("America/New_York", "0 0-3 * * *", "2026-03-08T07:06", "2026-03-09T04:00"),
+    ("America/New_York", "30 2 * * *", "2026-03-08T05:52", "2026-03-08T07:30"),
+    ("America/New_York", "30 2 * * *", "2026-03-08T06:29", "2026-03-08T07:30"),
+    ("America/New_York", "30 2 * * *", "2026-03-08T07:06", "2026-03-09T06:30"),
+    ("America/New_York", "* 2 * * *", "2026-03-08T05:52", "2026-03-08T07:00"),
+    ("America/New_York", "* 2 * * *", "2026-03-08T06:29", "2026-03-08T07:00"),
+    ("America/New_York", "* 2 * * *", "2026-03-08T07:06", "2026-03-09T06:00"),
+    ("America/New_York", "0 1,2 * * *", "2026-03-08T05:52", "2026-03-08T06:00"),
+    ("America/New_York", "0 1,2 * * *", "2026-03-08T06:29", "2026-03-08T07:00"),
+    ("America/New_York", "0 1,2 * * *", "2026-03-08T07:06", "2026-03-09T05:00"),
+    ("Australia/Lord_Howe", "0 * * * *", "2026-04-04T14:20", "2026-04-04T15:30"),
+    ("Australia/Lord_Howe", "0 * * * *", "2026-04-04T14:57", "2026-04-04T15:30"),
+    ("Australia/Lord_Howe", "0 * * * *", "2026-04-04T15:34", "2026-04-04T16:30"),
+    ("Australia/Lord_Howe", "*/20 * * * *", "2026-04-04T14:20", "2026-04-04T14:40"),
+    ("Australia/Lord_Howe", "*/20 * * * *", "2026-04-04T14:57", "2026-04-04T15:10"),
+    ("Australia/Lord_Howe", "*/20 * * * *", "2026-04-04T15:34", "2026-04-04T15:50"),
+    ("Australia/Lord_Howe", "* 1 * * *", "2026-04-04T14:20", "2026-04-04T14:21"),
+    ("Australia/Lord_Howe", "* 1 * * *", "2026-04-04T14:57", "2026-04-04T14:58"),
+    ("Australia/Lord_Howe", "* 1 * * *", "2026-04-04T15:34", "2026-04-05T14:30"),
+    ("Australia/Lord_Howe", "30 1 * * *", "2026-04-04T14:20", "2026-04-04T14:30"),
+    ("Australia/Lord_Howe", "30 1 * * *", "2026-04-04T14:57", "2026-04-05T15:00"),
+    ("Australia/Lord_Howe", "30 1 * * *", "2026-04-04T15:34", "2026-04-05T15:00"),
+    ("Australia/Lord_Howe", "*/30 1 * * *", "2026-04-04T14:20", "2026-04-04T14:30"),
+    ("Australia/Lord_Howe", "*/30 1 * * *", "2026-04-04T14:57", "2026-04-05T14:30"),
+    ("Australia/Lord_Howe", "*/30 1 * * *", "2026-04-04T15:34", "2026-04-05T14:30"),
+    ("Australia/Lord_Howe", "0 0-3 * * *", "2026-04-04T14:20", "2026-04-04T15:30"),
+    ("Australia/Lord_Howe", "0 0-3 * * *", "2026-04-04T14:57", "2026-04-04T15:30"),
+    ("Australia/Lord_Howe", "0 0-3 * * *", "2026-04-04T15:34", "2026-04-04T16:30"),
+    ("Australia/Lord_Howe", "30 2 * * *", "2026-04-04T14:20", "2026-04-04T16:00"),
+    ("Australia/Lord_Howe", "30 2 * * *", "2026-04-04T14:57", "2026-04-04T16:00"),
+    ("Australia/Lord_Howe", "30 2 * * *", "2026-04-04T15:34", "2026-04-04T16:00"),
+    ("Australia/Lord_Howe", "* 2 * * *", "2026-04-04T14:20", "2026-04-04T15:30"),
+    ("Australia/Lord_Howe", "* 2 * * *", "2026-04-04T14:57", "2026-04-04T15:30"),
+    ("Australia/Lord_Howe", "* 2 * * *", "2026-04-04T15:34", "2026-04-04T15:35"),
+    ("Australia/Lord_Howe", "0 1,2 * * *", "2026-04-04T14:20", "2026-04-04T15:30"),
+    ("Australia/Lord_Howe", "0 1,2 * * *", "2026-04-04T14:57", "2026-04-04T15:30"),
+    ("Australia/Lord_Howe", "0 1,2 * * *", "2026-04-04T15:34", "2026-04-05T14:30"),
+
+]
+
+
+@pytest.mark.parametrize("tz, expr, start, want", BUN_DST)
+def test_dst_transitions_match_bun_cron(tz, expr, start, want):
+    from core.cron import next_run_ms
+    assert next_run_ms(expr, utc_ms(start), tz) == utc_ms(want)
+
+
+def test_fall_back_day_wildcard_hours_fire_in_the_repeated_hour():
+    """An hourly schedule fires every real hour across the fall-back (Bun.cron: a wildcard
+    hour or minute also matches in the repeated hour), a 01:30 one once (above)."""
+    clock, p = port_at("2026-11-01T04:30:00")
+    p.cron_set("q", "hourly", JOB, schedule="0 * * * *", timezone="America/New_York")
+    advance_to(clock, p, "2026-11-01T08:30:00")
+    assert fired(p) == [utc_ms(f"2026-11-01T0{h}:00:00") for h in (5, 6, 7, 8)]
