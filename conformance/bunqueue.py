@@ -9,6 +9,19 @@ Usage::
     python -m conformance.bunqueue --host H --port P [--auth-token T]
     python -m conformance.bunqueue --host H --port P --auth-port P2 [--auth-token T]
     python -m conformance.bunqueue --list
+    ... --golden main|extra|all      (default all: the main file, then the extra one)
+
+Golden files. ``main`` is the 124-step transcript above; ``extra`` is
+tests/data/bunqueue-golden-extra.json (issue 16: flows, MoveToWait, PromoteJobs, ChangeDelay,
+ClearLogs, stall config, TrimEvents, per-queue Metrics, Prometheus, cron, limits, webhooks,
+the five bugs, nil reqId), recorded by ``python -m conformance.bunqueue_record``. With
+``--jobgate`` / ``--bunqueue`` the extra steps run on their own fresh server after the main
+ones; with ``--host/--port`` the server must be fresh for the one file chosen (``--golden``
+main or extra). In the extra file the main file's known differences do not apply; its steps
+listed in ``bunqueue_extra_pending.EXTRA_PENDING`` (features still on other branches) are
+reported as ``known`` on a mismatch. A step's ``rules`` in the golden file compare a string
+by a rule (``prometheus``: line sets, volatile series any non-negative number; see
+``bunqueue_compare.prometheus_diffs``).
 
 Servers. The steps share one server and must start from an empty one (Stats and Metrics count
 everything). The nine ``AUTH:`` steps need a server that requires a token; they run on their
@@ -74,15 +87,18 @@ from .bunqueue_compare import (Context, check_golden, compare_reply, expected_fo
                                golden_replies, golden_window)
 from .bunqueue_known_differences import DIFFERENCES
 from .bunqueue_runner import Runner, StepResult
-from .bunqueue_steps import (GOLDEN_PATHS, GOLDEN_TOKEN, STEP_NAMES, STEPS, Step, by_name,
-                             golden_path, load_golden, steps)
+from .bunqueue_extra_pending import EXTRA_PENDING
+from .bunqueue_steps import (EXTRA_GOLDEN_STEPS, EXTRA_STEP_NAMES, GOLDEN_PATHS, GOLDEN_TOKEN,
+                             STEP_NAMES, STEPS, Step, by_name, golden_path, load_extra_golden,
+                             load_golden, steps)
 from .bunqueue_wire import MAP16_NOTE
 
 __all__ = [
     "GOLDEN_PATHS", "golden_path", "load_golden", "Step", "steps", "STEPS", "STEP_NAMES",
     "Context", "compare_reply", "expected_for", "StepResult", "Runner", "check_golden",
     "jobgate_bunqueue_cmd", "run_jobgate", "run_reference_npm", "format_result", "main",
-    "by_name", "golden_replies", "golden_window",
+    "by_name", "golden_replies", "golden_window", "EXTRA_GOLDEN_STEPS", "EXTRA_STEP_NAMES",
+    "EXTRA_PENDING", "load_extra_golden", "run_extra",
 ]
 
 
@@ -123,6 +139,42 @@ def _two_servers(argv_for, auth_flags: tuple[str, ...], env: dict | None,
     return results, notes
 
 
+def run_extra(argv_for, env: dict | None, reference: bool, timeout: float,
+              selected: list[Step] | None, start_timeout: float
+              ) -> tuple[list[StepResult], list[str]]:
+    """The extra golden steps against one fresh server (``argv_for(port, ())``)."""
+    from .servers import HOST, ServerProcess
+    notes: list[str] = []
+    srv = ServerProcess(argv_for, (), start_timeout=start_timeout, env=env, fresh_cwd=True)
+    with srv:
+        results = Runner(HOST, srv.port, reference=reference, timeout=timeout,
+                         steps=EXTRA_GOLDEN_STEPS, golden="extra",
+                         pending=EXTRA_PENDING).run(selected)
+        if srv.proc is not None and srv.proc.poll() is not None:
+            notes.append(f"extra-golden server exited with {srv.proc.returncode}: "
+                         f"{srv.output()[-1500:]!r}")
+    return results, notes
+
+
+def _both(run_main, run_more, selected: list[Step] | None
+          ) -> tuple[list[StepResult], list[str]]:
+    """Main steps (when any is selected), then extra steps (likewise), each on fresh servers."""
+    results: list[StepResult] = []
+    notes: list[str] = []
+    chosen = selected if selected is not None else [*STEPS, *EXTRA_GOLDEN_STEPS]
+    main_sel = [s for s in chosen if s in STEPS]
+    extra_sel = [s for s in chosen if s in EXTRA_GOLDEN_STEPS]
+    if main_sel:
+        r, n = run_main(main_sel)
+        results += r
+        notes += n
+    if extra_sel:
+        r, n = run_more(extra_sel)
+        results += r
+        notes += n
+    return results, notes
+
+
 def run_jobgate(reference: bool = False, timeout: float = 10.0,
                 selected: list[Step] | None = None,
                 start_timeout: float = 30.0) -> tuple[list[StepResult], list[str]]:
@@ -132,8 +184,12 @@ def run_jobgate(reference: bool = False, timeout: float = 10.0,
     from .harness import jobgate_env
     with tempfile.TemporaryDirectory(prefix="bunqueue-conf-") as tmp:
         cfg = jobgate_auth_config(tmp)
-        return _two_servers(jobgate_bunqueue_cmd, ("--config", cfg), jobgate_env(),
-                            reference, timeout, selected, start_timeout)
+        return _both(
+            lambda sel: _two_servers(jobgate_bunqueue_cmd, ("--config", cfg), jobgate_env(),
+                                     reference, timeout, sel, start_timeout),
+            lambda sel: run_extra(jobgate_bunqueue_cmd, jobgate_env(), reference, timeout,
+                                  sel, start_timeout),
+            selected)
 
 
 def reference_cmd(npm_dir: str) -> Callable[[int, tuple[str, ...]], list[str]]:
@@ -143,6 +199,7 @@ def reference_cmd(npm_dir: str) -> Callable[[int, tuple[str, ...]], list[str]]:
     row's key order, step 37; in-memory storage answers progress 0), TCP on 127.0.0.1:port,
     HTTP on another free port."""
     from .servers import free_port
+    npm_dir = os.path.abspath(npm_dir)        # the server runs in a fresh directory
     bun = os.path.join(npm_dir, "node_modules", ".bin", "bun")
     cli = os.path.join(npm_dir, "node_modules", "bunqueue", "dist", "cli", "index.js")
 
@@ -156,19 +213,23 @@ def run_reference_npm(npm_dir: str, timeout: float = 10.0,
                       selected: list[Step] | None = None,
                       start_timeout: float = 30.0) -> tuple[list[StepResult], list[str]]:
     """The suite (reference expectations) against two fresh real bunqueue servers, the
-    second with ``--auth-tokens s3cret``."""
+    second with ``--auth-tokens s3cret``, and the extra steps against a third."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("AUTH_TOKENS", "DATA_PATH", "BUNQUEUE_DATA_PATH", "BQ_DATA_PATH",
                         "SQLITE_PATH", "TCP_PORT", "HTTP_PORT")}
-    return _two_servers(reference_cmd(npm_dir), ("--auth-tokens", GOLDEN_TOKEN), env, True,
-                        timeout, selected, start_timeout)
+    return _both(
+        lambda sel: _two_servers(reference_cmd(npm_dir), ("--auth-tokens", GOLDEN_TOKEN), env,
+                                 True, timeout, sel, start_timeout),
+        lambda sel: run_extra(reference_cmd(npm_dir), env, True, timeout, sel, start_timeout),
+        selected)
 
 
 # --------------------------------------------------------------------------------------------
 # CLI
 # --------------------------------------------------------------------------------------------
 def format_result(r: StepResult, verbose: bool = False) -> str:
-    head = f"{r.status:<7} {r.index:>3} {r.name}"
+    where = "" if r.golden == "main" else "x"
+    head = f"{r.status:<7} {where}{r.index:>3} {r.name}"
     if r.status == "known" or (r.status == "skipped" and r.reason):
         head += f"  [{r.reason}]"
     lines = [head]
@@ -189,10 +250,13 @@ def _clip(v: Any, n: int = 600) -> str:
     return t if len(t) <= n else t[:n] + "..."
 
 
-def select(patterns: list[str] | None) -> list[Step]:
+def select(patterns: list[str] | None, golden: str = "all") -> list[Step]:
+    """Steps of the chosen golden file(s) (main | extra | all) whose name matches a glob."""
+    pool = {"main": list(STEPS), "extra": list(EXTRA_GOLDEN_STEPS),
+            "all": [*STEPS, *EXTRA_GOLDEN_STEPS]}[golden]
     if not patterns:
-        return list(STEPS)
-    return [s for s in STEPS if any(fnmatch.fnmatchcase(s.name, p) for p in patterns)]
+        return pool
+    return [s for s in pool if any(fnmatch.fnmatchcase(s.name, p) for p in patterns)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -219,17 +283,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-s", "--step", action="append", metavar="GLOB",
                    help="play only steps matching GLOB (repeatable; state builds on earlier "
                         "steps, so a partial run can differ)")
+    p.add_argument("--golden", choices=("main", "extra", "all"), default="all",
+                   help="golden file(s) to play: main (124 steps), extra (issue 16, "
+                        "tests/data/bunqueue-golden-extra.json) or all (default; with "
+                        "--host/--port give main or extra)")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds per reply (10)")
     p.add_argument("--json", metavar="FILE", help="write every step's result as JSON")
     p.add_argument("-v", "--verbose", action="store_true")
     p.add_argument("--list", action="store_true", help="list the steps and exit")
     args = p.parse_args(argv)
 
-    chosen = select(args.step)
+    chosen = select(args.step, args.golden)
     if args.list:
         for s in chosen:
-            k = " [known difference]" if s.name in DIFFERENCES else ""
-            print(f"{s.index:>3} {s.kind:<9} {s.name}{k}")
+            extra = s in EXTRA_GOLDEN_STEPS
+            k = (" [pending]" if extra and s.name in EXTRA_PENDING else
+                 " [known difference]" if not extra and s.name in DIFFERENCES else "")
+            print(f"{'x' if extra else ''}{s.index:>3} {s.kind:<9} {s.name}{k}")
         return 0
     if not chosen:
         print("no step matches", file=sys.stderr)
@@ -243,10 +313,18 @@ def main(argv: list[str] | None = None) -> int:
         if not (args.host and args.port):
             print("--host and --port go together", file=sys.stderr)
             return 2
+        if args.golden == "all":
+            print("with --host/--port choose one golden file: --golden main or --golden extra "
+                  "(each needs a fresh server)", file=sys.stderr)
+            return 2
+        extra = args.golden == "extra"
         runner = Runner(args.host, args.port, auth_host=args.auth_host,
                         auth_port=args.auth_port, auth_token=args.auth_token,
                         reference=args.reference, timeout=args.timeout,
-                        strict_map16=args.strict_map16)
+                        strict_map16=args.strict_map16,
+                        steps=EXTRA_GOLDEN_STEPS if extra else None,
+                        golden="extra" if extra else "main",
+                        pending=EXTRA_PENDING if extra else None)
         try:
             results = runner.run(chosen)
         except OSError as exc:

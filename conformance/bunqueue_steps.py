@@ -1,6 +1,8 @@
 """The bunqueue golden transcript as steps: loading bunqueue-golden.json (tests/data first, then
 ../shared/reference) and turning each recorded step into a `Step` (split from
-conformance/bunqueue.py; the suite's rules are in its docstring)."""
+conformance/bunqueue.py; the suite's rules are in its docstring). The extra golden file of
+issue 16 (tests/data/bunqueue-golden-extra.json, recorded by conformance/bunqueue_record.py)
+loads the same way into ``EXTRA_GOLDEN_STEPS`` (empty when the file is absent)."""
 from __future__ import annotations
 
 import json
@@ -18,6 +20,8 @@ GOLDEN_PATHS = (
     REPO_ROOT.parent / "shared" / "reference" / "bunqueue-golden.json",
     Path("/work/shared/reference/bunqueue-golden.json"),
 )
+
+EXTRA_GOLDEN_PATH = REPO_ROOT / "tests" / "data" / "bunqueue-golden-extra.json"
 
 AUTH_PREFIX = "AUTH: "
 GOLDEN_TOKEN = "s3cret"          # the right token in the golden AUTH steps
@@ -49,7 +53,9 @@ class Step:
     """One golden step. ``kind``: frame | raw | split | pipelined | oversize | auth.
     ``request``/``response`` are Python values (``from_golden``); for ``pipelined`` both are
     lists, for ``oversize`` ``response`` is the error frame (then EOF is expected).
-    ``types`` is the golden ``types`` field (None where the golden file has none)."""
+    ``types`` is the golden ``types`` field (None where the golden file has none).
+    ``rules``: extra comparison rules of the step, {json path: rule name}
+    (``bunqueue_compare.TEXT_RULES``); ``golden``: the step's dict in its golden file."""
 
     index: int
     name: str
@@ -59,6 +65,15 @@ class Step:
     types: Any
     note: str
     golden: dict = field(repr=False, compare=False, default_factory=dict)
+
+    @property
+    def rules(self) -> dict:
+        return dict(self.golden.get("rules") or {})
+
+    @property
+    def pause_ms(self) -> int:
+        """ms to wait before sending the step (extra golden file; 0 elsewhere)."""
+        return int(self.golden.get("pause_ms") or 0)
 
     @property
     def auth(self) -> bool:
@@ -113,8 +128,22 @@ if _PROBLEMS:
     raise RuntimeError("bunqueue_known_differences: " + "; ".join(_PROBLEMS))
 
 
+def load_extra_golden(path: str | Path | None = None) -> dict:
+    """The extra golden file (default ``EXTRA_GOLDEN_PATH``); raises FileNotFoundError."""
+    return load_golden(path or EXTRA_GOLDEN_PATH)
+
+
+EXTRA_GOLDEN_STEPS: tuple[Step, ...] = (
+    steps(load_extra_golden()) if EXTRA_GOLDEN_PATH.is_file() else ())
+EXTRA_STEP_NAMES: list[str] = [s.name for s in EXTRA_GOLDEN_STEPS]
+if set(EXTRA_STEP_NAMES) & set(STEP_NAMES):
+    raise RuntimeError("extra golden steps reuse names of the main golden file: "
+                       + ", ".join(sorted(set(EXTRA_STEP_NAMES) & set(STEP_NAMES))))
+
+
 def by_name(name: str) -> Step:
-    for s in STEPS:
+    """A step of the main golden file, or else of the extra one, by name (KeyError)."""
+    for s in (*STEPS, *EXTRA_GOLDEN_STEPS):
         if s.name == name:
             return s
     raise KeyError(name)

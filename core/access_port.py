@@ -26,14 +26,18 @@ from .leases import NOT_ACTIVE
 
 QUEUE_ARG = ("attach", "keep", "pause", "queue", "priority_counts", "put", "put_many", "dedup",
              "kick", "peek_ready", "peek_delayed", "peek_buried", "jobs", "dead_letters",
-             "ready_page", "delayed_page", "run", "cron_set")
+             "ready_page", "delayed_page", "run", "set_rate_limit", "clear_rate_limit",
+             "set_concurrency", "clear_concurrency", "set_stall_config", "stall_config",
+             "queue_limits", "queue_settings", "clear_queue_settings", "cron_set")
 QUEUE_LIST = ("reserve",)
 OWNER_QUEUE = ("reserve_many",)
 #: name -> the answer for a job that is not visible
 JOB_ID = {"job": None, "peek": None, "check_lease": NOT_ACTIVE, "renew": False,
           "complete": False, "fail": False, "dead_letter": False, "remove": False,
           "requeue": False, "change_priority": False, "replace_payload": False,
-          "update_extras": False, "wait_result": None, "kick_job": False}
+          "update_extras": False, "wait_result": None, "kick_job": False,
+          "add_dependencies": False, "drop_dependencies": None,
+          "apply_child_failure": False}
 OWNER_JOB = {"reserve_job": None, "release": False, "bury": False, "touch": False,
              "delete": False}
 UID = ("find", "lookup")

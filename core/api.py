@@ -30,6 +30,7 @@ from .model import (BURIED, COMPLETED, DEADLINE_SOON, DELAYED, READY, RESERVED, 
                     QueueView, Reserved, ServerStats, parse_derived_uid)
 from .records import Job, Owner as _Owner
 from .store_port import StoreLocked, StorePort
+from .port_flows import FlowOps
 from .port_jobs import JobOps
 from .transitions import IllegalTransition
 from .views import adapter, queue_view, reserved, server_stats
@@ -69,7 +70,7 @@ def open_store(url: str, sqlite_synchronous: str = "NORMAL"):
     return Store(url, sqlite_synchronous)
 
 
-class Port(JobOps):
+class Port(JobOps, FlowOps):
     """The engine port (see the module docstring). Build one with `Port.create()`, or wrap an
     engine with `Port.of(engine)` (one port per engine).
 
@@ -114,8 +115,12 @@ class Port(JobOps):
     # ------------------------------------------------------------- server
     def restore(self, store) -> int:
         """Load every stored job into the (empty) engine from `store` (StorePort): reserved
-        jobs ready again, except stored leases (core/leases.py). Returns how many."""
+        jobs ready again, except stored leases (core/leases.py); and the stored queue
+        settings (rate and concurrency limits, stall config: core/limits.py) and cron schedules
+        (core/cron.py: runs missed while down follow their skip-missed rule). Returns how many
+        jobs."""
         from .recovery import restore
+        self._engine.load_settings(store.load_records("queue_settings"))
         n = restore(self._engine, store.stream())
         self._engine.cron.restore(store.load_records("cron_schedules"))
         return n
@@ -225,6 +230,52 @@ class Port(JobOps):
         """Snapshots of every live queue, in queue_names() order."""
         e = self._engine
         return [queue_view(e, e.queues[n]) for n in e.queue_order]
+
+    # ------------------------------------------------ queue limits (core/limits.py)
+    # Canonical for every dialect (docs/mapping.md, "Queue limits (issue 16)"): a reserve,
+    # lease or PULL on a queue at its limit waits, and is served longest-waiter first when
+    # the limit allows. Each change is stored with the next commit and survives a restart.
+    def set_rate_limit(self, queue: str, limit, duration_ms=None, ttl_ms=None) -> None:
+        """At most `limit` (int or float; below 1: none) reservations of `queue` per window of
+        `duration_ms` ms (None or not > 0: 1000), as a token bucket that starts full;
+        `ttl_ms` (> 0): the limit ends by itself that many ms from now."""
+        self._engine.set_rate_limit(queue, limit, duration_ms, ttl_ms)
+
+    def clear_rate_limit(self, queue: str) -> None:
+        """Remove the rate limit of `queue` (if any)."""
+        self._engine.clear_rate_limit(queue)
+
+    def set_concurrency(self, queue: str, limit) -> None:
+        """At most `limit` (a number) jobs of `queue` reserved at once, in every dialect."""
+        self._engine.set_concurrency(queue, limit)
+
+    def clear_concurrency(self, queue: str) -> None:
+        """Remove the concurrency limit of `queue` (if any)."""
+        self._engine.clear_concurrency(queue)
+
+    def set_stall_config(self, queue: str, config: dict) -> None:
+        """Merge `config` into the stall config of `queue` (bunqueue SetStallConfig); its
+        `maxStalls` bounds the lock expiries of the queue's jobs (core/limits.py)."""
+        self._engine.set_stall_config(queue, config)
+
+    def stall_config(self, queue: str) -> dict:
+        """The stall config of `queue` (defaults: {enabled, stallInterval, maxStalls,
+        gracePeriod} = {True, 30000, 3, 5000})."""
+        return self._engine.stall_config(queue)
+
+    def queue_limits(self, queue: str, max_jobs=None) -> dict:
+        """{rateLimit: {max, duration} | None, rateLimitTtl (ms; -2: no rate limit),
+        concurrencyLimit, maxed} of `queue` (bunqueue GetQueueLimits)."""
+        return self._engine.limit_status(queue, max_jobs)
+
+    def queue_settings(self, queue: str) -> dict:
+        """Every setting of `queue`: {rateLimit, rateLimitDuration, rateLimitExpiresAt (wall
+        ms), concurrencyLimit, stallConfig}, None where unset."""
+        return self._engine.settings_of(queue)
+
+    def clear_queue_settings(self, queue: str) -> None:
+        """Forget the limits and stall config of `queue` (bunqueue Obliterate)."""
+        self._engine.clear_queue_settings(queue)
 
     def priority_counts(self, queue: str, delayed: bool = True) -> dict:
         """Ready (and, with `delayed`, delayed but not blocked) jobs of `queue` per rank."""

@@ -16,13 +16,15 @@ use the port (core/api.py).
 """
 from __future__ import annotations
 
-from heapq import heapify, heappop, heappush
+from heapq import heapify, heappop, heappush, nsmallest
 
 from .clock import SystemClock
 from .cron import CronTable
 from .events import Feed
 from .extras import BLOCKED_MS, Extras
 from .failures import DEFAULT_POLICY
+from .flows import Flows
+from .limits import Limits
 from .model import (BURIED, COMPLETED, DEADLINE_SOON, DELAYED, DELETED, READY, RESERVED,
                     TIMED_OUT, TOKEN_CHECKED, TOKEN_REQUIRED, URGENT_RANK)
 from .outcomes import Outcomes
@@ -42,15 +44,17 @@ def _compact(heap: list, live: int) -> None:
         heapify(heap)
 
 
-class Engine(Queues, Scheduling, Outcomes, Extras):
+class Engine(Queues, Scheduling, Outcomes, Extras, Flows, Limits):
     """The job state machine and its in-memory indexes.
 
     `journal` (core.journal.Journal or None for memory mode) receives every mutation through
     the feed. `pinned` queues are never garbage-collected (beanstalk keeps "default").
     Queues, references, peeks and pauses are in core.queues.Queues; finishing jobs (complete /
     fail with a result), result waiters, TTL eviction and uid lookups in core.outcomes.Outcomes;
-    dedup keys, dependencies, LIFO and owner-agnostic moves in core.extras.Extras; waiters and
-    timers in core.scheduling.Scheduling.
+    dedup keys, dependencies, LIFO and owner-agnostic moves in core.extras.Extras; flows
+    (waiting for children, a child's failure) in core.flows.Flows; waiters and timers in
+    core.scheduling.Scheduling; rate and concurrency limits and stall settings per queue in
+    core.limits.Limits.
     `policies`: dialect -> core.failures.JobPolicy for the jobs it creates.
     """
 
@@ -82,6 +86,8 @@ class Engine(Queues, Scheduling, Outcomes, Extras):
         self._timers: list = []     # (at, seq, kind, waiter); kind 0 = timeout, 1 = deadline soon
         self._pauses: list = []     # (paused_until, seq, queue name)
         self._expiry: list = []     # (expires_at, id): TTL eviction and result retention
+        self._limit_timers: list = []   # (at, seq, QueueSettings): core.limits
+        self.queue_settings: dict = {}  # queue name -> core.limits.QueueSettings
         self._seq = 0
         self.by_uid: dict[str, Job] = {}
         self.result_waiters: dict[int, list] = self.feed.watchers   # job id -> ResultWaiters
@@ -163,6 +169,8 @@ class Engine(Queues, Scheduling, Outcomes, Extras):
         heappush(self._reserved, (job.deadline, job.id, job.hver, job))
         q.n_reserved += 1
         self.n_reserved += 1
+        if q.limits is not None:
+            self._took(q, now)
         owner.reserved[job.id] = job
         _compact(self._reserved, self.n_reserved)
         self._arm(job.deadline)
@@ -186,6 +194,8 @@ class Engine(Queues, Scheduling, Outcomes, Extras):
             del job.owner.reserved[job.id]
             job.owner = None
             job.token = None
+            if q.limits is not None and q.waiting:
+                self._slot_freed(q)
         elif s is BURIED:
             del q.buried[job.id]
         elif s is COMPLETED:
@@ -275,7 +285,9 @@ class Engine(Queues, Scheduling, Outcomes, Extras):
         best = None
         bq = None
         for q in queues:
-            if q.n_ready and q.paused_until <= now:
+            # a limited queue: only within its limits, and never ahead of its waiters
+            if q.n_ready and q.paused_until <= now and (
+                    q.limits is None or not q.waiting and self._admits(q, now)):
                 j = _top(q.ready)
                 if j is not None and (best is None or (j.priority, j.id) < (best.priority, best.id)):
                     best, bq = j, q
@@ -317,7 +329,8 @@ class Engine(Queues, Scheduling, Outcomes, Extras):
         A failed (dead-lettered) job taken this way is revived, as `kick` revives it: its
         result is void (a reserved job has none)."""
         job = self.jobs.get(id)
-        if job is None or job.state is RESERVED or job.state is COMPLETED:
+        if job is None or job.state is RESERVED or job.state is COMPLETED \
+                or self.is_parked(job):   # a flow parent waits for its children
             return None
         q = self.queues[job.queue]
         self._leave(job, q)
@@ -410,6 +423,13 @@ class Engine(Queues, Scheduling, Outcomes, Extras):
                 feed.emit(job, row.events, prev, owner.dialect, True, owner.name)
             else:
                 feed.emit(job, row.events, prev, dialect)
+        if prev is COMPLETED and job.ext is not None and job.result_ok \
+                and job.ext.get("parentId") is not None:
+            self._keep_child_value(job)   # core/flows.py
+        if owner is not None and prev is RESERVED and self.dependents:
+            # beanstalk's success: its holder deleted it; jobs waiting for it go on
+            # (core/flows.py; any other delete leaves them waiting)
+            self._deps_done(self.uid_of(job))
         self._gc(q)
         return True
 
@@ -424,10 +444,11 @@ class Engine(Queues, Scheduling, Outcomes, Extras):
                 job = next(iter(q.buried.values()))
                 self._kick(job, q, dialect)
                 n += 1
-        else:
-            while n < bound and q.n_delayed:
-                job = _top(q.delayed)
-                self._kick(job, q, dialect)
+        elif q.n_delayed:
+            # soonest first; jobs parked for dependencies (flow parents) are not kicked
+            live = [e for e in q.delayed if e[3].hver == e[2] and not self.is_parked(e[3])]
+            for e in nsmallest(bound, live):
+                self._kick(e[3], q, dialect)
                 n += 1
         return n
 
@@ -445,7 +466,7 @@ class Engine(Queues, Scheduling, Outcomes, Extras):
     def kick_job(self, id: int, dialect: str) -> bool:
         """Kick one buried or delayed job to ready."""
         job = self.jobs.get(id)
-        if job is None or job.state not in (BURIED, DELAYED):
+        if job is None or job.state not in (BURIED, DELAYED) or self.is_parked(job):
             return False
         self._kick(job, self.queues[job.queue], dialect)
         return True

@@ -9,8 +9,10 @@ keys the engine reads itself:
 - ``uniqueKey`` (str): while the job is unfinished, no other job of its queue may take the key
   (`dedup_job`); the key is released when the job finishes or is deleted.
 - ``deps`` (list of uid str): unmet dependencies. Such a job waits in DELAYED with the far
-  deadline BLOCKED_MS and becomes ready when the last dependency completes (`_deps_done`). A
-  dependency that is deleted without completing leaves it waiting.
+  deadline BLOCKED_MS and becomes ready when the last dependency completes (`_deps_done`),
+  or is deleted by the owner that reserved it (beanstalk's `delete` after `reserve`, its only
+  word for success). A dependency that is deleted otherwise (cancelled, deleted while not
+  reserved, evicted) leaves it waiting. Flows build on this: core/flows.py.
 - ``lifo`` (true): among equal priorities, this job is served before older ones.
 - ``resultFmt`` (1): the result is a MessagePack value (a bunqueue ACK result).
 
@@ -86,7 +88,7 @@ class Extras:
             del ext["deps"]
             job.ext = ext
             if job.state is DELAYED and job.ready_at >= self.clock.monotonic_ms() + BLOCKED_MS // 2:
-                self.requeue(job, 0, "ready", "jobgate")
+                self.deps_released(job)   # core/flows.py
             else:
                 self._mark(job)
 
@@ -127,16 +129,18 @@ class Extras:
 
     def reserve_many(self, owner: Owner, queue: str, n: int,
                      mode: int = TOKEN_CHECKED) -> list[Job]:
-        """Reserve up to `n` ready jobs of `queue` at once (not while it is paused); `mode`:
-        the leases' token mode (core.leases)."""
+        """Reserve up to `n` ready jobs of `queue` at once (not while it is paused; within its
+        rate and concurrency limits); `mode`: the leases' token mode (core.leases)."""
         q = self.queues.get(queue)
         out: list[Job] = []
         if q is None or not q.n_ready:
             return out
         now = self.clock.monotonic_ms()
-        if q.paused_until > now:
-            return out
+        if q.paused_until > now or q.limits is not None and q.waiting:
+            return out   # a limited queue serves its waiters first (core.limits)
         while len(out) < n:
+            if q.limits is not None and not self._admits(q, now):
+                break
             job = self._pop_ready(q)
             if job is None:
                 break

@@ -114,6 +114,8 @@ class Outcomes:
             self._unindex(job)
         if ok and self.dependents:
             self._deps_done(self.uid_of(job))
+        elif not ok and job.ext is not None and job.ext.get("parentId") is not None:
+            self._child_failed(job, result if error is _RESULT else error)   # core/flows.py
         ws = self.result_waiters.pop(job.id, None)
         if ws:
             run = False
@@ -186,7 +188,7 @@ class Outcomes:
         stall policy of its dialect decides (core/failures.py)."""
         job.timeouts += 1
         self.job_timeouts += 1
-        result = failures.stalled(job, self.policy(job), self.clock.wall_ms())
+        result = failures.stalled(job, self.stall_policy(job), self.clock.wall_ms())
         if result is not None:   # the policy dead-letters it
             self.stall_failures += 1
         elif job.max_attempts and job.reserves >= job.max_attempts:

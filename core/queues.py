@@ -33,6 +33,9 @@ class Queues:
         if q is None:
             q = self.queues[name] = Queue(name)
             self.queue_order.append(name)
+            s = self.queue_settings.get(name) if self.queue_settings else None
+            if s is not None and s.limited:
+                q.limits = s
         return q
 
     def attach(self, name: str, role: str) -> Queue:

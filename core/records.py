@@ -137,12 +137,14 @@ class Queue:
     (connections that name it), `waiting` (live waiters); `keep`: never garbage-collected (a
     workq name lives on once used, as in workq).
     Pause: `paused_until` monotonic ms (0 = not paused) and `pause_ms` (the last pause duration).
+    Limits: `limits` is the queue's core.limits.QueueSettings while a rate or concurrency limit
+    is set (None otherwise: no cost); a limited queue is kept while empty.
     """
 
     __slots__ = (
         "name", "ready", "delayed", "buried", "waiters", "n_ready", "n_delayed", "n_reserved",
         "urgent", "total_jobs", "deletes", "pauses", "using", "watching", "waiting",
-        "paused_until", "pause_ms", "n_done", "keep",
+        "paused_until", "pause_ms", "n_done", "keep", "limits",
     )
 
     def __init__(self, name: str) -> None:
@@ -165,6 +167,7 @@ class Queue:
         self.pause_ms = 0
         self.n_done = 0
         self.keep = False
+        self.limits = None
 
     def is_empty(self) -> bool:
         """True when the queue holds no job in any state."""
@@ -172,8 +175,10 @@ class Queue:
                     or self.n_done)
 
     def is_referenced(self) -> bool:
-        """True when some connection uses, watches or waits on the queue (or it is kept)."""
-        return bool(self.using or self.watching or self.waiting or self.keep)
+        """True when some connection uses, watches or waits on the queue (or it is kept, or
+        limited)."""
+        return bool(self.using or self.watching or self.waiting or self.keep
+                    or self.limits is not None)
 
 
 class Owner:

@@ -4,8 +4,8 @@
 longest-waiter first) and the timer heaps, and runs due work in `tick()`. Times are monotonic ms.
 Timed work: delayed -> ready, TTR expiry (reserved -> ready, counts a timeout; or failed at
 max-attempts), reserve timeouts (TIMED_OUT), the DEADLINE_SOON safety margin of a waiting owner,
-the end of a queue pause, result-wait timeouts and TTL eviction (core.outcomes), and the
-cron schedules' runs (core.cron, on wall-clock due times).
+the end of a queue pause, result-wait timeouts and TTL eviction (core.outcomes), queue limit
+timers (core.limits) and the cron schedules' runs (core.cron, on wall-clock due times).
 """
 from __future__ import annotations
 
@@ -50,6 +50,8 @@ class Scheduling:
         for q in qs:
             q.waiters.append(w)
             q.waiting += 1
+            if q.limits is not None and q.n_ready:
+                self._limit_blocked(q, now)   # core.limits: wake when the window allows
         self.waiting += 1
         h = self._timers
         if len(h) > 4 * (self.waiting + len(self.result_waiters)) + 1024:   # served: drop
@@ -94,6 +96,9 @@ class Scheduling:
             return
         dq = q.waiters
         while q.n_ready and dq:
+            if q.limits is not None and not self._admits(q, now):
+                self._limit_blocked(q, now)   # core.limits: served when the limit allows
+                break
             w = dq.popleft()
             if w.done:
                 continue
@@ -108,7 +113,8 @@ class Scheduling:
     def next_due(self):
         """Monotonic ms of the earliest timer, or None when there is none."""
         due = _INF
-        for h in (self._delayed, self._reserved, self._timers, self._pauses, self._expiry):
+        for h in (self._delayed, self._reserved, self._timers, self._pauses, self._expiry,
+                  self._limit_timers):
             if h and h[0][0] < due:
                 due = h[0][0]
         if self.cron.heap:
@@ -161,5 +167,8 @@ class Scheduling:
                 self._serve(q)
         if self._expiry and self._expiry[0][0] <= now:
             self._expire_due(now)
+        h = self._limit_timers
+        if h and h[0][0] <= now:
+            self._limits_due(now)   # core.limits: a freed slot, the next rate token
         if self.cron.heap:
             self.cron.tick()   # cron schedules (core/cron.py): wall-clock due times

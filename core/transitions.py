@@ -82,7 +82,9 @@ def _rows() -> dict:
     add(RESERVED, "abandon", READY, MOVE)                       # the owner's connection closed
     add((BURIED, DELAYED), "kick", READY, MOVE)
     add(DELAYED, "ready", READY, MOVE)                          # delay over, dependencies met
+    add(DELAYED, "ready", DELAYED, MOVE)                        # dependencies met, delay left
     add(DELAYED, "promote", READY, MOVE)
+    add((READY, DELAYED, RESERVED), "wait-children", DELAYED, MOVE)   # core/flows.py
     add((BURIED, COMPLETED), "retry", (READY, DELAYED), MOVE)   # RetryDlq, RetryCompleted
     for s in LIVE:
         add(s, "priority", s, MOVE)

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 #: Event classes (docs/pipeline.md).
 ENQUEUE = ("put", "add", "schedule", "run", "push")
 RUN_END = ("complete", "fail", "delete", "release", "bury", "timeout", "abandon", "dlq",
-           "ttl-evict", "cancel", "remove", "drain", "obliterate", "clean", "purge")
+           "ttl-evict", "cancel", "remove", "drain", "obliterate", "clean", "purge",
+           "wait-children")
 DOWN = ("complete", "bury", "dlq", "delete", "ttl-evict", "cancel", "remove", "drain",
         "obliterate", "clean", "purge")
 #: --window values, in ms.

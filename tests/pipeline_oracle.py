@@ -24,7 +24,8 @@ from core import schema
 
 ENQUEUE = frozenset({"put", "add", "schedule", "run", "push"})
 RUN_END = frozenset({"complete", "fail", "delete", "release", "bury", "timeout", "abandon", "dlq",
-                     "ttl-evict", "cancel", "remove", "drain", "obliterate", "clean", "purge"})
+                     "ttl-evict", "cancel", "remove", "drain", "obliterate", "clean", "purge",
+                     "wait-children"})
 DOWN = frozenset({"complete", "bury", "dlq", "delete", "ttl-evict", "cancel", "remove", "drain",
                   "obliterate", "clean", "purge"})
 #: The window widths of `jobgate analyze` (ms).

@@ -153,7 +153,8 @@ def decode_command(body: bytes):
     not a map is "Invalid command"; a map with no or an empty `cmd` is ("Invalid command",
     reqId echoed when it is a string), one whose `cmd` is not a string is
     ("Unknown command: <String(cmd)>", reqId) (reference behaviour). Map keys may be any
-    type; ext 0 decodes as None."""
+    type; ext 0 decodes as None, except in the `result` of ACK and the `results` of ACKB, where
+    it stays UNDEFINED (an undefined result is not a null one)."""
     if not body:
         return "Invalid command format"
     try:
@@ -162,7 +163,35 @@ def decode_command(body: bytes):
         return "Invalid command"   # e.g. 0xc1: msgpackr reads it, as a non-map value
     except (ValueError, msgpack.ExtraData, msgpack.StackError, TypeError):
         return "Invalid command format"
-    return command_of(obj)
+    obj = command_of(obj)
+    if obj.__class__ is dict and obj["cmd"] in _RESULT_CMDS and _UNDEFINED_BYTES in body:
+        return _with_undefined_results(body, obj)
+    return obj
+
+
+#: Commands whose result values keep `undefined` apart from nil (the reference stores a null
+#: result, and keeps none for an undefined one); the key that holds them.
+_RESULT_CMDS = {"ACK": "result", "ACKB": "results"}
+_UNDEFINED_BYTES = b"\xd4\x00\x00"
+
+
+def _keep_ext(code: int, data: bytes):
+    return UNDEFINED if code == 0 else msgpack.ExtType(code, data)
+
+
+def _with_undefined_results(body: bytes, obj: dict) -> dict:
+    """`obj` (ACK or ACKB, decoded from `body`) with its result(s) decoded again so that an
+    undefined value stays UNDEFINED (at any depth: packing the result writes it back as the
+    reference would) instead of None."""
+    key = _RESULT_CMDS[obj["cmd"]]
+    if key not in obj:
+        return obj
+    try:
+        again = msgpack.unpackb(body, raw=False, ext_hook=_keep_ext, strict_map_key=False)
+    except Exception:   # it decoded once: keep that
+        return obj
+    obj[key] = again.get(key)
+    return obj
 
 
 def decode_steps(body: bytes, step: int = DECODE_SLICE):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from core.api import BURIED, COMPLETED, DELAYED, READY, RESERVED
 
 from .handlers_query import find, not_active
+from .jobview import first_state
 from .options import data_error, encode_data, number_error, queue_name
 from .registry import command, err, ok_empty
 
@@ -72,12 +73,14 @@ def update(sess, cmd: dict):
 @command("ChangePriority", mutating=True)
 def change_priority(sess, cmd: dict):
     job = find(sess, cmd.get("id"))
-    if job is None or job.state not in (READY, DELAYED):
-        return err("Job not found or not in queue")
+    if job is None or job.state not in (READY, DELAYED) or job.blocked:
+        return err("Job not found or not in queue")   # a flow parent too (reference)
     p = cmd.get("priority")
     msg = number_error(p, "priority", -1_000_000, 1_000_000, required=True)
     if msg:
         return err(msg)
+    if job.ext is None or "firstState" not in job.ext:   # the timeline keeps its first state
+        sess.port.update_extras(job.id, {"firstState": first_state(job, job.ext or {})})
     sess.port.change_priority(job.id, -int(p), "bunqueue")
     return ok_empty()
 
@@ -94,7 +97,9 @@ def promote(sess, cmd: dict):
 @command("MoveToDelayed", mutating=True)
 def move_to_delayed(sess, cmd: dict):
     job = find(sess, cmd.get("id"))
-    if job is None or job.state not in (RESERVED, READY, DELAYED) or job.blocked:
+    if job is not None and job.blocked:   # a flow parent (reference text)
+        return err("Job is not active (current state: waiting-children)")
+    if job is None or job.state not in (RESERVED, READY, DELAYED):
         return _not_found()
     d = cmd.get("delay")
     msg = number_error(d, "delay", 0, 365 * 86_400_000, required=True)
@@ -156,7 +161,9 @@ def drain(sess, cmd: dict):
 
 @command("Obliterate", mutating=True)
 def obliterate(sess, cmd: dict):
-    _delete_where(sess, queue_name(cmd.get("queue")), lambda j: True, event="obliterate")
+    name = queue_name(cmd.get("queue"))
+    _delete_where(sess, name, lambda j: True, event="obliterate")
+    sess.port.clear_queue_settings(name)   # limits and stall config go too (reference)
     return ok_empty()
 
 
@@ -241,31 +248,20 @@ def add_log(sess, cmd: dict):
 # ---------------------------------------------------------- workers/events
 @command("RegisterWorker")
 def register_worker(sess, cmd: dict):
-    now = float(_now(sess))
-    wid = cmd.get("workerId") or f"worker-{len(sess.info.workers) + 1}-{int(now)}"
-    queues = cmd.get("queues") or []
-    w = {"id": wid, "workerId": wid, "name": cmd.get("name") or wid, "queues": queues,
-         "concurrency": cmd.get("concurrency") or 1, "hostname": cmd.get("hostname"),
-         "pid": cmd.get("pid"), "status": "active", "registeredAt": now, "lastSeen": now,
-         "activeJobs": 0, "processedJobs": 0, "failedJobs": 0, "currentJob": None}
-    sess.info.workers[wid] = w
-    data = {k: v for k, v in w.items() if k != "id"}
-    return {"ok": True, "data": data}
+    return {"ok": True, "data": sess.info.workers.register(cmd, sess, _now(sess))}
 
 
 @command("UnregisterWorker")
 def unregister_worker(sess, cmd: dict):
-    if sess.info.workers.pop(cmd.get("workerId"), None) is None:
+    if not sess.info.workers.unregister(cmd.get("workerId"), _now(sess)):
         return err("Worker not found")
     return {"ok": True, "data": {"removed": True}}
 
 
 @command("Heartbeat")
 def heartbeat(sess, cmd: dict):
-    w = sess.info.workers.get(cmd.get("id"))
-    if w is None:
+    if not sess.info.workers.heartbeat(cmd, _now(sess)):
         return err("Worker not found")
-    w["lastSeen"] = float(_now(sess))
     return {"ok": True, "data": {"ok": True}}
 
 

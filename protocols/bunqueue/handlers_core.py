@@ -14,6 +14,7 @@ from .jobview import DEFAULT_MAX_ATTEMPTS, job_body, new_id
 from .bulk import encode_steps, push_batch_steps, release_steps, too_large
 from .options import (build_ext, data_error, encode_data, number_error, options_error,
                       queue_error, queue_name)
+from .handlers_flow import link_new_child, parent_link_error, with_parent
 from .registry import PENDING, Spliced, bulk_command, command, err
 
 
@@ -63,6 +64,10 @@ def _push_one(sess, queue: str, opts: dict, prefix: str = "", encoded=None):
     custom = opts.get("jobId")
     if custom is None:
         custom = opts.get("customId")
+    if opts.get("parentId") is not None:   # Queue.add with a parent (handlers_flow.py)
+        msg = parent_link_error(sess, opts, custom)
+        if msg:
+            return err(prefix + msg)
     if custom is not None:
         custom = str(custom)
         if e.find(custom) is not None:
@@ -88,11 +93,16 @@ def _push_one(sess, queue: str, opts: dict, prefix: str = "", encoded=None):
     ttl = opts.get("ttl")
     ma = opts.get("maxAttempts")
     timeout = opts.get("timeout")
+    ext = build_ext(opts, custom, unmet)
+    if opts.get("parentId") is not None:
+        ext = with_parent(ext, opts)
     e.put(queue, payload, -int(pri) if pri else 0, int(delay) if delay else 0,
           int(timeout) if timeout else DEFAULT_LOCK_TTL_MS, "bunqueue", uid,
           ttl_ms=int(ttl) if ttl else 0, expire_ms=int(ttl) if ttl else 0,
           max_fails=int(ma) if ma else DEFAULT_MAX_ATTEMPTS, event="push",
-          ext=build_ext(opts, custom, unmet), fmt=fmt)
+          ext=ext, fmt=fmt)
+    if opts.get("parentId") is not None:
+        link_new_child(sess, uid, opts)
     sess.info.total_pushed += 1
     return uid
 

@@ -12,7 +12,7 @@ import random
 
 from core.api import LEASE_OK, NOT_ACTIVE, TOKEN_MISSING, Failure
 
-from .codec import pack
+from .codec import UNDEFINED, pack
 from .jobview import DEFAULT_BACKOFF_MS
 from .registry import command, err, ok_empty
 
@@ -42,8 +42,10 @@ def _active(sess, id, token):
 
 
 def _ack(sess, jid: int, result, remove) -> None:
+    """Complete job `jid` with `result`: UNDEFINED (none given) is stored empty, which the
+    reference's getResult answers as undefined; anything else (null too) packed."""
     e = sess.port
-    e.complete(jid, b"" if result is None else pack(result), "bunqueue",
+    e.complete(jid, b"" if result is UNDEFINED else pack(result), "bunqueue",
                {"completedAt": _now(sess), "progress": 100, "resultFmt": 1})
     sess.info.total_completed += 1
     if remove or (e.job(jid).ext or {}).get("removeOnComplete"):
@@ -55,7 +57,7 @@ def ack(sess, cmd: dict):
     jid = _active(sess, cmd.get("id"), cmd.get("token"))
     if jid.__class__ is dict:
         return jid
-    _ack(sess, jid, cmd.get("result"), cmd.get("removeOnComplete") is True)
+    _ack(sess, jid, cmd.get("result", UNDEFINED), cmd.get("removeOnComplete") is True)
     return ok_empty()
 
 
@@ -77,7 +79,7 @@ def ack_batch(sess, cmd: dict):
             return jid
         jids.append(jid)
     for i, jid in enumerate(jids):
-        _ack(sess, jid, results[i] if results else None, False)
+        _ack(sess, jid, results[i] if results else UNDEFINED, False)
     return ok_empty()
 
 

@@ -150,9 +150,10 @@ def get_job_counts(sess, cmd: dict):
 @command("Count")
 def count(sess, cmd: dict):
     """The queue's size as the reference counts it: waiting + prioritized + delayed jobs (the
-    spec's text says "all states"; the client's count() means jobs still to run)."""
+    spec's text says "all states"; the client's count() means jobs still to run); a flow
+    parent waiting for its children is not counted (reference)."""
     q = sess.port.queue(queue_name(cmd.get("queue")))
-    n = 0 if q is None else q.ready + q.delayed
+    n = 0 if q is None else q.ready + q.delayed - q.blocked
     return {"ok": True, "count": n}
 
 
@@ -164,6 +165,11 @@ def get_counts_per_priority(sess, cmd: dict):
     for rank, n in sess.port.priority_counts(queue).items():
         p = str(rank_priority(rank))
         out[p] = out.get(p, 0) + n
+    # a JavaScript object lists array-index keys (0, 1, ...) first, ascending; the others
+    # (negative priorities) after them in insertion order
+    idx = sorted((k for k in out if k.isdigit()), key=int)
+    if idx:
+        out = {**{k: out[k] for k in idx}, **{k: n for k, n in out.items() if not k.isdigit()}}
     return {"ok": True, "queue": queue, "counts": out}
 
 
@@ -208,8 +214,13 @@ def _dlq_entry(sess, job) -> dict:
                              "duration": num(int(t["timestamp"] - started))})
     if attempts:
         attempts[-1]["reason"] = reason
+    error = ext.get("failedReason")
+    if error is None and ext.get("dlqError") is not None:   # a flow parent its child failed
+        error = ext["dlqError"]
+        attempts = [{"attempt": 0, "startedAt": float(job.created_ms), "failedAt": at,
+                     "reason": reason, "error": error, "duration": 0}]
     return {"enteredAt": at, "reason": reason,
-            "error": ext.get("failedReason"), "attempts": attempts, "retryCount": 0,
+            "error": error, "attempts": attempts, "retryCount": 0,
             "lastRetryAt": None, "nextRetryAt": None, "expiresAt": at + DLQ_MAX_AGE_MS}
 
 
@@ -340,9 +351,5 @@ def storage_status(sess, cmd: dict):
 
 @command("ListWorkers")
 def list_workers(sess, cmd: dict):
-    ws = list(sess.info.workers.values())
-    return {"ok": True, "data": {"workers": ws, "stats": {
-        "total": len(ws), "active": len(ws),
-        "totalProcessed": sum(w["processedJobs"] for w in ws),
-        "totalFailed": sum(w["failedJobs"] for w in ws)}}}
+    return {"ok": True, "data": sess.info.workers.listing(sess.port.clock.wall_ms())}
 

@@ -13,6 +13,8 @@ import hmac
 
 from core.api import JobPolicy, Port, Principal
 
+from .workers import WorkerRegistry
+
 #: What Hello announces (reference 2.9.5 answers protocol 3 with these capabilities).
 PROTOCOL_VERSIONS = (1, 2, 3)
 CAPABILITIES = ["pipelining", "separate-job-name"]
@@ -39,7 +41,7 @@ class BunqueueInfo:
     `max_frame`: largest frame body in bytes; `pre_auth_max_frame`: the same before Auth (when
     tokens are configured); `auth_timeout_s`: seconds a connection may take to Auth (0: no
     limit; the gateway enforces it through Connection.handshake_pending); `db_path`: the SQLite file (Metrics'
-    sqliteSizeMb); `workers`: workerId -> registration dict; `subscribers`: sessions that sent
+    sqliteSizeMb); `workers`: the registered workers (workers.WorkerRegistry); `subscribers`: sessions that sent
     SubscribeEvents; counters for Stats / Metrics. Uptime counts on the port's clock.
     `access`: the server's core.api.Access (None: only `auth_tokens`, each allowed every queue).
     """
@@ -58,7 +60,7 @@ class BunqueueInfo:
         self.pre_auth_max_frame = min(pre_auth_max_frame, max_frame)
         self.auth_timeout_s = auth_timeout_s
         self.db_path = db_path
-        self.workers: dict[str, dict] = {}
+        self.workers = WorkerRegistry()
         self.subscribers: set = set()
         self.connections = 0
         self.started = self.port.clock.monotonic_ms()

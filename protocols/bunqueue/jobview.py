@@ -96,9 +96,24 @@ def run_at(job) -> int:
     return job.created_ms + job.delay_ms
 
 
+def first_state(job, ext) -> str:
+    """The state of a job's first timeline entry (a JobView; `ext` its extras or {}): the state
+    it entered when pushed, which later moves do not rewrite (reference:
+    application/operations/pushInsert.js initialJobState). Commands that would change what it
+    derives from (ChangePriority) store it first as extras key `firstState`; so does a push
+    with unmet dependencies (``waiting-children``). A flow parent is ``waiting-children``,
+    unless it became a parent later (then its own timeline entry says so)."""
+    first = ext.get("firstState")
+    if first is not None:
+        return first
+    if (ext.get("childrenIds") or ext.get("deps")) and not any(
+            t.get("state") == "waiting-children" for t in ext.get("timeline", ())):
+        return "waiting-children"
+    return "delayed" if job.delay_ms else ("prioritized" if job.priority < 0 else "waiting")
+
+
 def _timeline(job, ext, created: float) -> list:
-    first = "delayed" if job.delay_ms else ("prioritized" if job.priority < 0 else "waiting")
-    tl = [{"state": first, "timestamp": created}]
+    tl = [{"state": first_state(job, ext), "timestamp": created}]
     tl.extend(ext.get("timeline", ()))
     started = ext.get("startedAt")
     if job.state is RESERVED and started is not None:
@@ -112,18 +127,21 @@ def _timeline(job, ext, created: float) -> list:
 
 _EMPTY: dict = {}
 
-#: Job fields that never vary (bunqueue features jobgate does not have: flows, BullMQ v5 options).
+#: Job fields that never vary (bunqueue features jobgate does not have: BullMQ v5 options).
 _CONSTANT = {
-    "childrenIds": [], "childrenCompleted": 0, "parentId": None, "stallTimeout": None,
-    "stackTraceLimit": 10, "keepLogs": None, "sizeLimit": None, "failParentOnFailure": False,
-    "removeDependencyOnFailure": False, "continueParentOnFailure": False,
-    "ignoreDependencyOnFailure": False, "deduplicationTtl": None, "deduplicationExtend": False,
-    "deduplicationReplace": False, "debounceId": None, "debounceTtl": None,
+    "childrenCompleted": 0, "stallTimeout": None,
+    "stackTraceLimit": 10, "keepLogs": None, "sizeLimit": None, "deduplicationTtl": None,
+    "deduplicationExtend": False, "deduplicationReplace": False, "debounceId": None,
+    "debounceTtl": None,
 }
+#: A flow child's ``parentPolicy`` extra (core/flows.py) as the Job object's option flag.
+POLICY_FLAGS = {"fail": "failParentOnFailure", "remove": "removeDependencyOnFailure",
+                "continue": "continueParentOnFailure", "ignore": "ignoreDependencyOnFailure"}
 #: Extras keys that come from PUSH options; a job with none of them has _DEFAULTS.
 _OPTION_KEYS = frozenset(("backoff", "backoffConfig", "dependsOn", "tags", "progressMessage",
                           "stacktrace", "repeat", "durable", "lifo", "removeOnComplete",
-                          "removeOnFail", "timeout", "uniqueKey", "customId", "groupId"))
+                          "removeOnFail", "timeout", "uniqueKey", "customId", "groupId",
+                          "parentId", "childrenIds", "parentPolicy"))
 
 
 def _options(ext: dict) -> dict:
@@ -144,6 +162,12 @@ def _options(ext: dict) -> dict:
         "uniqueKey": ext.get("uniqueKey"),
         "customId": ext.get("customId"),
         "groupId": ext.get("groupId"),
+        "parentId": ext.get("parentId"),
+        "childrenIds": ext.get("childrenIds", []),
+        "failParentOnFailure": ext.get("parentPolicy") == "fail",
+        "removeDependencyOnFailure": ext.get("parentPolicy") == "remove",
+        "continueParentOnFailure": ext.get("parentPolicy") == "continue",
+        "ignoreDependencyOnFailure": ext.get("parentPolicy") == "ignore",
     }
 
 
@@ -186,7 +210,8 @@ def job_body(job, full: bool = False, outcome: bool = False) -> bytes:
             tail["returnvalue"] = result_value_marker
         if ext.get("failedReason") is not None:   # the last FAIL's error, also while retrying
             tail["failedReason"] = ext["failedReason"]
-        elif job.result and not job.result_ok:   # a failure text from another dialect
+        elif job.result and not job.result_ok and "dlqError" not in ext:
+            # a failure text from another dialect (a flow parent failed by its child has none)
             tail["failedReason"] = job.result.decode("utf-8", "replace")
     n = 4 + len(tail) + _N_FIXED
     parts = [map_header(n), b"\xa2id", pack(job.uid), b"\xa5queue", pack(job.queue),
@@ -207,6 +232,9 @@ def job_body(job, full: bool = False, outcome: bool = False) -> bytes:
     return b"".join(parts)
 
 
+_UNDEFINED_BODY = pack(UNDEFINED)
+
+
 class _Marker:
     __slots__ = ()
 
@@ -216,11 +244,13 @@ result_value_marker = _Marker()
 
 def result_body(job) -> bytes:
     """The packed result of a finished job: its ACK value (stored as MessagePack) or, for a
-    result from another dialect, its bytes as str/bin; nil when there is none."""
+    result from another dialect, its bytes as str/bin; nil when there is none. A job ACKed
+    without a result (stored empty) has `undefined` (ext 0), as the reference's getResult
+    answers for a job it keeps no result of (application/operations/ack/completion.js)."""
     if job.result is None:
         return b"\xc0"
     ext = job.ext
     fmt = 1 if ext is not None and ext.get("resultFmt") == 1 else 0
     if fmt == 1 and not job.result:
-        return b"\xc0"
+        return _UNDEFINED_BODY
     return pack_value(job.result, fmt)

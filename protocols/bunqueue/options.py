@@ -168,4 +168,5 @@ def build_ext(opts: dict, custom_id, deps_unmet: list) -> dict | None:
         ext["dependsOn"] = [str(d) for d in deps]
         if deps_unmet:
             ext["deps"] = deps_unmet
+            ext["firstState"] = "waiting-children"   # its first timeline entry (jobview)
     return ext

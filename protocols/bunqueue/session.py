@@ -21,8 +21,9 @@ from types import GeneratorType
 
 from core.api import AccessDenied
 
-from . import (handlers_control, handlers_core, handlers_outcome,  # noqa: F401 (registration)
-               handlers_query)
+from . import (handlers_control, handlers_core, handlers_flow,  # noqa: F401 (registration)
+               handlers_outcome, handlers_query)
+from . import handlers_limits  # noqa: F401 (registration: issue 16 queue limits)
 from . import handlers_cron  # noqa: F401 (registration: Cron, CronGet, CronDelete, CronList)
 from .bulk import BIG_FRAME
 from .codec import UNDEFINED, decode_command, decode_steps, frame, pack, splice_map, unpack_value
@@ -243,6 +244,7 @@ class Session:
         for o in [self.owner] + self.owners:
             e.release_owner(o)
         self.owners.clear()
+        self.info.workers.drop_session(self)   # its workers go with it (as the reference)
 
     def wait_owner(self, ttr_ms: int, name: str):
         """A fresh owner for a pull that waits (the engine keeps one waiter per owner);

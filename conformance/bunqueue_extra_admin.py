@@ -1,0 +1,110 @@
+"""The extra golden steps about queue settings and subscriptions
+(conformance/bunqueue_extra_steps.py explains the format): cron schedules, rate and
+concurrency limits, webhooks (``ADMIN_STEPS``)."""
+from __future__ import annotations
+
+from .bunqueue_extra_defs import MISSING, Ref, X
+
+__all__ = ["ADMIN_STEPS"]
+
+_BLOCKED_URLS = [
+    ("http://localhost:8080/hook", "localhost"),
+    ("http://127.0.0.1/hook", "127.0.0.1"),
+    ("http://10.1.2.3/hook", "10.x"),
+    ("http://192.168.1.5/hook", "192.168.x"),
+    ("http://172.16.0.1/hook", "172.16.x"),
+    ("http://169.254.169.254/latest/meta-data", "169.254.169.254"),
+    ("http://[::1]/hook", "[::1]"),
+    ("http://metadata.google.internal/hook", "metadata.google.internal"),
+    ("ftp://example.com/hook", "ftp scheme"),
+    ("not a url", "not a URL"),
+]
+ADMIN_STEPS = [
+    # ---------------------------------------------------------------- cron
+    X("Cron with timezone and maxLimit", {"cmd": "Cron", "name": "gx-cron-tz", "queue": "gx-cron",
+                                          "data": {"c": 1}, "schedule": "30 9 * * *",
+                                          "timezone": "America/New_York", "maxLimit": 5,
+                                          "priority": 3}),
+    X("CronGet tz", {"cmd": "CronGet", "name": "gx-cron-tz"}),
+    X("Cron same name (update)", {"cmd": "Cron", "name": "gx-cron-tz", "queue": "gx-cron",
+                                  "data": {"c": 2}, "schedule": "0 10 * * *",
+                                  "timezone": "Europe/Rome"}),
+    X("Cron six fields", {"cmd": "Cron", "name": "gx-cron-6", "queue": "gx-cron",
+                          "data": {"c": 6}, "schedule": "0 0 12 * * *"}),
+    X("Cron repeatEvery", {"cmd": "Cron", "name": "gx-cron-every", "queue": "gx-cron",
+                           "data": {"c": 3}, "repeatEvery": 7200000, "maxLimit": 2}),
+    X("Cron jobName", {"cmd": "Cron", "name": "gx-cron-named", "queue": "gx-cron",
+                       "jobName": "nightly", "data": {"c": 4}, "schedule": "0 3 * * *"}),
+    X("CronList (4)", {"cmd": "CronList"}),
+    X("Cron bad timezone", {"cmd": "Cron", "name": "gx-cron-badtz", "queue": "gx-cron",
+                            "data": 1, "schedule": "0 * * * *", "timezone": "Mars/Olympus"}),
+    X("Cron bad schedule (minute 61)", {"cmd": "Cron", "name": "gx-cron-bad", "queue": "gx-cron",
+                            "data": 1, "schedule": "61 * * * *"}),
+    X("Cron no schedule nor repeatEvery", {"cmd": "Cron", "name": "gx-cron-none",
+                                           "queue": "gx-cron", "data": 1}),
+    X("Cron missing name", {"cmd": "Cron", "queue": "gx-cron", "data": 1,
+                            "schedule": "7 4 * * *"},
+      "reference quirk: stored with name undefined (it stays in CronList)"),
+    X("Cron missing queue", {"cmd": "Cron", "name": "gx-cron-noq", "data": 1,
+                             "schedule": "7 4 * * *"},
+      "reference quirk: answers 'Internal server error' yet stores the schedule (queue "
+      "undefined in CronList)"),
+    X("Cron bad queue", {"cmd": "Cron", "name": "gx-cron-badq", "queue": "bad queue!",
+                         "data": 1, "schedule": "7 4 * * *"},
+      "reference quirk: the queue name is not validated"),
+    X("Cron repeatEvery 0", {"cmd": "Cron", "name": "gx-cron-zero", "queue": "gx-cron",
+                             "data": 1, "repeatEvery": 0}),
+    X("CronGet unknown name", {"cmd": "CronGet", "name": "gx-cron-nope"}),
+    X("CronDelete tz", {"cmd": "CronDelete", "name": "gx-cron-tz"}),
+    X("CronDelete tz again (missing)", {"cmd": "CronDelete", "name": "gx-cron-tz"}),
+    X("CronDelete 6", {"cmd": "CronDelete", "name": "gx-cron-6"}),
+    X("CronDelete every", {"cmd": "CronDelete", "name": "gx-cron-every"}),
+    X("CronDelete named", {"cmd": "CronDelete", "name": "gx-cron-named"}),
+    X("CronList empty", {"cmd": "CronList"}),
+
+    # ---------------------------------------------------------------- rate / concurrency limits
+    X("GetQueueLimits none", {"cmd": "GetQueueLimits", "queue": "gx-limits"}),
+    X("RateLimit", {"cmd": "RateLimit", "queue": "gx-limits", "limit": 10}),
+    X("RateLimit with duration", {"cmd": "RateLimit", "queue": "gx-limits", "limit": 5,
+                                  "duration": 2000}),
+    X("RateLimit bad limit", {"cmd": "RateLimit", "queue": "gx-limits", "limit": "ten"}),
+    X("RateLimit missing limit", {"cmd": "RateLimit", "queue": "gx-limits"}),
+    X("SetConcurrency", {"cmd": "SetConcurrency", "queue": "gx-limits", "limit": 2}),
+    X("SetConcurrency bad limit", {"cmd": "SetConcurrency", "queue": "gx-limits",
+                                   "limit": "two"}),
+    X("GetQueueLimits set", {"cmd": "GetQueueLimits", "queue": "gx-limits"}),
+    X("RateLimitClear", {"cmd": "RateLimitClear", "queue": "gx-limits"}),
+    X("ClearConcurrency", {"cmd": "ClearConcurrency", "queue": "gx-limits"}),
+    X("GetQueueLimits cleared", {"cmd": "GetQueueLimits", "queue": "gx-limits"}),
+    X("RateLimitClear unknown queue", {"cmd": "RateLimitClear", "queue": "gx-nothing-here"}),
+    X("ClearConcurrency unknown queue", {"cmd": "ClearConcurrency", "queue": "gx-nothing-here"}),
+
+    # ---------------------------------------------------------------- webhooks
+    X("ListWebhooks empty", {"cmd": "ListWebhooks"}),
+    X("AddWebhook", {"cmd": "AddWebhook", "url": "https://example.com/hook",
+                     "events": ["job.completed", "job.failed"], "queue": "gx-hook-silent",
+                     "secret": "whsec"},
+      "filters on a queue no step pushes to: nothing is ever delivered"),
+    X("ListWebhooks one", {"cmd": "ListWebhooks"}),
+    X("SetWebhookEnabled false", {"cmd": "SetWebhookEnabled",
+                                  "id": Ref("AddWebhook", "data", "webhookId"),
+                                  "enabled": False}),
+    X("ListWebhooks disabled", {"cmd": "ListWebhooks"}),
+    X("RemoveWebhook", {"cmd": "RemoveWebhook", "webhookId": Ref("AddWebhook", "data",
+                                                                 "webhookId")}),
+    X("RemoveWebhook missing", {"cmd": "RemoveWebhook",
+                                "webhookId": Ref("AddWebhook", "data", "webhookId")}),
+    X("SetWebhookEnabled missing", {"cmd": "SetWebhookEnabled", "id": MISSING,
+                                    "enabled": True}),
+    X("AddWebhook missing url", {"cmd": "AddWebhook", "events": ["job.completed"]}),
+    X("AddWebhook bad event", {"cmd": "AddWebhook", "url": "https://example.com/hook",
+                               "events": ["job.exploded"], "queue": "gx-hook-silent"}),
+    X("AddWebhook missing events", {"cmd": "AddWebhook", "url": "https://example.com/hook",
+                                    "queue": "gx-hook-silent"}),
+    *[X(f"AddWebhook blocked {what}", {"cmd": "AddWebhook", "url": url,
+                                       "events": ["job.completed"],
+                                       "queue": "gx-hook-silent"})
+      for url, what in _BLOCKED_URLS],
+    X("ListWebhooks after refusals", {"cmd": "ListWebhooks"}),
+
+]

@@ -1,0 +1,344 @@
+"""Flows: PUSHF, GetChildrenValues, UpdateParent, GetFailedChildrenValues,
+GetIgnoredChildrenFailures, RemoveChildDependency, RemoveUnprocessedChildren and
+MoveToWaitingChildren (bunqueue 2.9.5: server/handlers/flow.js, query.js, advanced/jobs.js,
+advanced/dependencies.js, introspection.js and the queue-manager code they call; replies as the
+real server gives them, docs/bunqueue.md "Flows (issue 16)").
+
+A flow is canonical (core/flows.py, docs/mapping.md "Flows (issue 16)"): a parent's extras
+name the children it waits for (``deps``), so no dialect gets the parent before its children
+complete. The bunqueue Job fields map onto extras: parentId, childrenIds, dependsOn, and the
+four failure flags onto one ``parentPolicy``.
+"""
+from __future__ import annotations
+
+from core.api import BURIED, COMPLETED, DELAYED, READY, RESERVED
+
+from . import flow_check
+from .flow_check import _js
+from .codec import map_header, pack, pack_value, unpack_value
+from .info import DEFAULT_LOCK_TTL_MS
+from .jobview import DEFAULT_MAX_ATTEMPTS, POLICY_FLAGS, job_body, result_body
+from .options import build_ext, encode_data
+from .handlers_outcome import _active
+from .handlers_query import find
+from .registry import Spliced, command, err, ok_empty
+
+_FLAG_POLICY = {v: k for k, v in POLICY_FLAGS.items()}
+
+
+def _array(items: list) -> bytes:
+    n = len(items)
+    head = bytes((0x90 | n,)) if n < 16 else (b"\xdc" + n.to_bytes(2, "big") if n < 0x10000
+                                              else b"\xdd" + n.to_bytes(4, "big"))
+    return head + b"".join(items)
+
+
+# ------------------------------------------------------------------ PUSHF
+def with_parent(ext: dict | None, opts: dict) -> dict:
+    """`ext` plus the child's flow fields from PUSH / flow options: ``parentId`` and the
+    ``parentPolicy`` its failure flag names (core/flows.py)."""
+    ext = dict(ext) if ext else {}
+    if opts.get("parentId"):
+        ext["parentId"] = str(opts["parentId"])
+        for flag, policy in _FLAG_POLICY.items():
+            if opts.get(flag) is True:
+                ext["parentPolicy"] = policy
+    return ext
+
+
+def _flow_ext(inp: dict, id: str, unmet: list) -> dict:
+    ext = with_parent(build_ext(inp, inp.get("customId"), unmet), inp)
+    if inp.get("childrenIds"):
+        ext["childrenIds"] = list(inp["childrenIds"])
+    return ext
+
+
+# ------------------------------------------------------- PUSH with a parent
+def _link_queue(opts: dict):
+    """The parent's queue a PUSH names in its data (`__parentQueue`, with `__parentId` equal
+    to `parentId`: Queue.add's parent option), or None (a bare parentId: no link is made;
+    parentLinkInput.js)."""
+    data = opts.get("data")
+    if data.__class__ is not dict or str(data.get("__parentId")) != str(opts["parentId"]):
+        return None
+    q = data.get("__parentQueue")
+    return q if q.__class__ is str and q else None
+
+
+def parent_link_error(sess, opts: dict, custom) -> str | None:
+    """The reference's error for a PUSH that links a new child to a parent, or None
+    (parentLink.js validateParentLinkInputs: the parent is waiting in the named queue)."""
+    q = _link_queue(opts)
+    if q is None:
+        return None
+    pid = str(opts["parentId"])
+    if custom is not None and str(custom) == pid:
+        return "A job cannot be its own parent"
+    parent = sess.port.lookup(pid)
+    if parent is None:
+        return f"Parent job not found: {pid}"
+    if not _waiting(parent):
+        return f"Parent job {pid} is not linkable"
+    if parent.queue != q:
+        return f"Parent job {pid} belongs to queue {parent.queue}, not {q}"
+    return None
+
+
+def _link_fields(sess, parent, kids: list, uid: str) -> dict:
+    """The parent's extras after declaring child `uid`: childrenIds, dependsOn and, when it
+    did not wait for children yet, a ``waiting-children`` timeline entry (parentLink.js)."""
+    pext = parent.ext or {}
+    deps = list(pext.get("dependsOn") or ())
+    if uid not in deps:
+        deps.append(uid)
+    fields = {"childrenIds": kids, "dependsOn": deps}
+    if not pext.get("childrenIds") and not pext.get("deps"):
+        fields["timeline"] = list(pext.get("timeline", ())) + [
+            {"state": "waiting-children", "timestamp": float(sess.port.clock.wall_ms())}]
+    return fields
+
+
+def link_new_child(sess, uid: str, opts: dict) -> None:
+    """After a PUSH with a parent link: the parent (checked by parent_link_error) declares the
+    new child and waits for it (parentLink.js prepareParentLink / commitParentLink)."""
+    if _link_queue(opts) is None:
+        return
+    e = sess.port
+    parent = e.lookup(str(opts["parentId"]))
+    kids = _children(parent)
+    if uid not in kids:
+        kids.append(uid)
+    e.add_dependencies(parent.id, [uid], "bunqueue", _link_fields(sess, parent, kids, uid))
+    _data_with(sess, parent, {"__childrenIds": kids})
+
+
+@command("PUSHF", mutating=True)
+def push_flow(sess, cmd: dict):
+    """PUSHF {jobs: [{id, queue, input}]}: every job is created or none (the whole graph is
+    checked first); the reply carries each created Job object, in request order:
+    {ok, data: {jobs: [Job]}}."""
+    jobs = cmd.get("jobs")
+    if jobs is None:
+        return err("undefined is not an object (evaluating 'cmd.jobs.map')")
+    if jobs.__class__ is not list:
+        return err("flow jobs must be an array")
+    msg = flow_check.normalise(jobs) or flow_check.check(jobs)
+    if msg:
+        return err(msg)
+    e = sess.port
+    for j in jobs:   # assertIdsAvailable: live jobs (completed or failed included)
+        if e.find(j["id"]) is not None:
+            return err(f"Flow job {j['id']} already exists")
+    ids = []
+    for j in jobs:
+        inp = j["input"]
+        deps = list(inp.get("dependsOn") or ())
+        payload, fmt = encode_data(inp["data"])
+        pri = inp.get("priority")
+        delay = inp.get("delay")
+        ttl = inp.get("ttl")
+        ma = inp.get("maxAttempts")
+        timeout = inp.get("timeout")
+        ids.append(e.put(
+            j["queue"], payload, -int(pri) if pri else 0, int(delay) if delay else 0,
+            int(timeout) if timeout else DEFAULT_LOCK_TTL_MS, "bunqueue", j["id"],
+            ttl_ms=int(ttl) if ttl else 0, expire_ms=int(ttl) if ttl else 0,
+            max_fails=int(ma) if ma else DEFAULT_MAX_ATTEMPTS, event="push",
+            ext=_flow_ext(inp, j["id"], deps), fmt=fmt))
+    sess.info.total_pushed += len(ids)
+    body = map_header(1) + pack("jobs") + _array([job_body(e.job(i)) for i in ids])
+    return Spliced({"ok": True}, [("data", body)])
+
+
+# ------------------------------------------------------------------ reads
+def _children(job) -> list:
+    ext = job.ext if job is not None else None
+    return list(ext.get("childrenIds") or ()) if ext is not None else []
+
+
+@command("GetChildrenValues")
+def get_children_values(sess, cmd: dict):
+    """{ok, data: {values: {"<queue>:<child id>": result}}}: the results of the parent's
+    children that completed (queries.js getChildrenValues); a child deleted since
+    (removeOnComplete, retention) is named by its id alone while the parent is unfinished."""
+    parent = find(sess, cmd.get("id"))
+    parts = []
+    kept = {}
+    if parent is not None and parent.result is None and parent.ext is not None:
+        kept = parent.ext.get("keptValues") or {}   # deleted children, while it waits
+    for uid in _children(parent):
+        child = sess.port.lookup(uid)
+        if child is None:
+            if uid in kept:   # the reference names a child that is gone by its id alone
+                res, fmt = kept[uid]
+                parts.append(pack(uid) + (b"\xc0" if fmt == 1 and not res
+                                          else pack_value(res, fmt)))
+            continue
+        if child.state is not COMPLETED or not child.result_ok:
+            continue
+        parts.append(pack(f"{child.queue}:{uid}") + result_body(child))
+    values = map_header(len(parts)) + b"".join(parts)
+    return Spliced({"ok": True}, [("data", map_header(1) + pack("values") + values)])
+
+
+def _failures(sess, cmd: dict, key: str) -> dict:
+    parent = find(sess, cmd.get("id"))
+    if parent is None or parent.result is not None or parent.ext is None:
+        return {"ok": True, "values": {}}
+    return {"ok": True, "values": dict(parent.ext.get(key) or {})}
+
+
+@command("GetFailedChildrenValues")
+def get_failed_children_values(sess, cmd: dict):
+    """{ok, values: {"<queue>:<child id>": error}} of children that failed under
+    continueParentOnFailure, while the parent is unfinished."""
+    return _failures(sess, cmd, "failedChildren")
+
+
+@command("GetIgnoredChildrenFailures")
+def get_ignored_children_failures(sess, cmd: dict):
+    """{ok, values: {"<queue>:<child id>": error}} of children that failed under
+    ignoreDependencyOnFailure, while the parent is unfinished."""
+    return _failures(sess, cmd, "ignoredFailures")
+
+
+# ------------------------------------------------------------------ links
+def _waiting(job) -> bool:
+    """In the reference's queue (waiting, prioritized, delayed or waiting-children)."""
+    return job.state is READY or job.state is DELAYED
+
+
+def _data_with(sess, job, set_: dict, drop=()) -> None:
+    """Rewrite a child's MessagePack object data with `set_` keys added and `drop` keys gone
+    (the reference keeps `__parentId` / `__parentQueue` in the data); other payloads stay."""
+    if job.fmt != 1:
+        return
+    data = unpack_value(job.payload, 1)
+    if data.__class__ is not dict:
+        return
+    data = dict(data)
+    data.update(set_)
+    for k in drop:
+        data.pop(k, None)
+    sess.port.replace_payload(job.id, pack(data), 1)
+
+
+def _owner_of(job):
+    ext = job.ext or {}
+    owner = ext.get("parentId")
+    if owner is None and job.fmt == 1:
+        data = unpack_value(job.payload, 1)
+        if data.__class__ is dict and data.get("__parentId") is not None:
+            owner = str(data["__parentId"])
+    return owner
+
+
+@command("UpdateParent", mutating=True)
+def update_parent(sess, cmd: dict):
+    """Link child `childId` to parent `parentId` (queries.js updateJobParent): the parent
+    then waits for the child too, unless it has completed."""
+    cid, pid = cmd.get("childId"), cmd.get("parentId")
+    if cid == pid:
+        return err("A flow job cannot be its own parent")
+    e = sess.port
+    child = find(sess, cid)
+    parent = find(sess, pid)
+    if child is None:
+        if parent is not None and str(cid) in _children(parent):
+            return ok_empty()   # a declared child already gone
+        return err(f"Child job not found: {_js(cid)}")
+    if parent is None:
+        return err(f"Parent job not found: {_js(pid)}")
+    owner = _owner_of(child)
+    if owner is not None and owner != "pending" and owner != parent.uid:
+        return err(f"Child job {child.uid} already belongs to parent {owner}")
+    kids = _children(parent)
+    link = {"__parentId": parent.uid, "__parentQueue": parent.queue}
+    if child.uid not in kids:
+        if not _waiting(parent):
+            return err(f"Parent job {parent.uid} is not linkable")
+        fields = _link_fields(sess, parent, kids + [child.uid], child.uid)
+        kids.append(child.uid)
+        if child.state is COMPLETED:
+            fields.pop("timeline", None)   # nothing to wait for (parentLink.js childFinished)
+        e.add_dependencies(parent.id, [child.uid], "bunqueue", fields)
+        _data_with(sess, parent, {"__childrenIds": kids})
+    e.update_extras(child.id, {"parentId": parent.uid})
+    _data_with(sess, child, link)
+    child = e.job(child.id)
+    if child.state is BURIED and child.result is not None and child.ext.get("parentPolicy"):
+        e.apply_child_failure(child.id)
+    return ok_empty()
+
+
+@command("RemoveChildDependency", mutating=True)
+def remove_child_dependency(sess, cmd: dict):
+    """{ok, removed}: the parent of child `id` stops waiting for it and the link is undone
+    (dependencies.js removeChildDependency); removed false when either is not waiting."""
+    cid = cmd.get("id")
+    child = find(sess, cid)
+    if child is None:
+        return err(f"Job not found: {_js(cid)}")
+    pid = (child.ext or {}).get("parentId")
+    if pid is None:
+        return err(f"Job {_js(cid)} has no parent")
+    e = sess.port
+    parent = e.lookup(pid)
+    if parent is None or not _waiting(parent) or child.state not in (READY, DELAYED, RESERVED):
+        return {"ok": True, "removed": False}
+    pext = parent.ext or {}
+    if not parent.blocked or child.uid not in (pext.get("dependsOn") or ()):
+        return {"ok": True, "removed": False}
+    kids = [k for k in _children(parent) if k != child.uid]
+    unresolved = [d for d in pext.get("deps") or () if d != child.uid]
+    e.update_extras(child.id, {}, ("parentId", "parentPolicy"))
+    _data_with(sess, child, {}, ("__parentId", "__parentQueue"))
+    if kids:
+        _data_with(sess, parent, {"__childrenIds": kids})
+        extras, drop = {"childrenIds": kids, "dependsOn": unresolved}, ()
+    else:
+        _data_with(sess, parent, {}, ("__childrenIds",))
+        extras, drop = {"dependsOn": unresolved}, ("childrenIds",)
+    e.drop_dependencies(parent.id, [child.uid], "bunqueue", extras, drop)
+    return {"ok": True, "removed": True}
+
+
+@command("RemoveUnprocessedChildren", mutating=True)
+def remove_unprocessed_children(sess, cmd: dict):
+    """Cancel the parent's children that are still waiting (not active, not finished)."""
+    parent = find(sess, cmd.get("id"))
+    e = sess.port
+    for uid in _children(parent):
+        child = e.lookup(uid)
+        if child is not None and _waiting(child):
+            e.remove(child.id, "bunqueue", "cancel")
+    return ok_empty()
+
+
+@command("MoveToWaitingChildren", mutating=True)
+def move_to_waiting_children(sess, cmd: dict):
+    """An active job (its lock token when it has one) waits for its unmet dependencies:
+    {ok, data: {moved: true}}; else `Job is not active`. A job with none left is waiting
+    again at once (the reference parks it for good; docs/bunqueue.md)."""
+    job = find(sess, cmd.get("id"))
+    e = sess.port
+    if job is None or job.state is not RESERVED:
+        return err("Job is not active")
+    r = _active(sess, job.uid, cmd.get("token"))   # the token errors of ACK
+    if r.__class__ is dict:
+        return r
+    ext = job.ext or {}
+    deps = list(ext.get("deps") or ())
+    now = float(e.clock.wall_ms())
+    tl = list(ext.get("timeline", ()))
+    if ext.get("startedAt") is not None:   # the run it ends, then the wait (reference)
+        tl.append({"state": "active", "timestamp": float(ext["startedAt"])})
+    tl.append({"state": "waiting-children", "timestamp": now})
+    e.update_extras(job.id, {"timeline": tl}, ("startedAt",))
+    if deps:
+        e.add_dependencies(job.id, deps, "bunqueue")
+        if e.job(job.id).state is RESERVED:   # every dependency completed meanwhile
+            e.requeue(job.id, 0, "release", "bunqueue")
+    else:
+        e.requeue(job.id, 0, "release", "bunqueue")
+    return {"ok": True, "data": {"moved": True}}
