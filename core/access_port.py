@@ -15,6 +15,8 @@ operation cannot bypass the check):
   allowed queues only. Webhooks (issue 16): a restricted principal registers webhooks for an
   allowed queue only (none for every queue: AccessDenied "*"), and sees, enables, disables
   and removes only those (others are absent: None / False).
+  Cron (issue 16): cron_get / cron_delete / cron_list see the cron schedules of allowed
+  queues only (cron_set is QUEUE_ARG).
 - PASS: names no queue or job (clock, server counts, owners, timers, ids).
 
 Costs nothing for the default configuration: `Port.scoped(None)` and a principal allowed `*`
@@ -29,7 +31,8 @@ QUEUE_ARG = ("attach", "keep", "pause", "queue", "priority_counts", "put", "put_
              "kick", "peek_ready", "peek_delayed", "peek_buried", "jobs", "dead_letters",
              "ready_page", "delayed_page", "run", "set_rate_limit", "clear_rate_limit",
              "set_concurrency", "clear_concurrency", "set_stall_config", "stall_config",
-             "queue_limits", "queue_settings", "clear_queue_settings", "promote_jobs")
+             "queue_limits", "queue_settings", "clear_queue_settings", "promote_jobs",
+             "cron_set")
 QUEUE_LIST = ("reserve",)
 OWNER_QUEUE = ("reserve_many",)
 #: name -> the answer for a job that is not visible
@@ -44,7 +47,7 @@ OWNER_JOB = {"reserve_job": None, "release": False, "bury": False, "touch": Fals
              "delete": False}
 UID = ("find", "lookup")
 LISTING = ("queue_names", "queue_views", "subscribe", "add_webhook", "remove_webhook",
-           "set_webhook_enabled", "webhook", "webhooks")
+           "set_webhook_enabled", "webhook", "webhooks", "cron_get", "cron_delete", "cron_list")
 PASS = ("clock", "persistence", "restore", "tick", "next_due", "set_wakeup", "set_policy",
         "draining", "set_draining", "commit_mark", "committed", "stats", "detach",
         "new_owner", "owner_idle", "release_owner", "cancel_wait", "burn_id", "uid_taken",
@@ -105,6 +108,20 @@ class ScopedPort:
     def queue_views(self) -> list:
         """Port.queue_views, allowed queues only."""
         return [v for v in self.base.queue_views() if self._allows(v.name)]
+
+    def cron_get(self, name):
+        """Port.cron_get; None for a schedule of a disallowed queue."""
+        v = self.base.cron_get(name)
+        return v if v is None or self._allows(v.queue) else None
+
+    def cron_delete(self, name) -> bool:
+        """Port.cron_delete; False for a schedule of a disallowed queue."""
+        v = self.base.cron_get(name)
+        return v is not None and self._allows(v.queue) and self.base.cron_delete(name)
+
+    def cron_list(self) -> list:
+        """Port.cron_list, schedules of allowed queues only."""
+        return [v for v in self.base.cron_list() if self._allows(v.queue)]
 
     def subscribe(self, queues=None, *args, **kw):
         """Port.subscribe; events of allowed queues only (AccessDenied for a named queue that

@@ -20,6 +20,7 @@ from .access import NOBODY, Access, AccessDenied, Principal
 from .access_port import ScopedPort
 from .access_port import scoped as _scoped
 from .clock import ManualClock, SystemClock
+from .cron import CronError, CronJob, CronView
 from .events import DEFAULT_MAXLEN, Event, Subscription
 from .failures import JobPolicy
 from .journal import Journal, Persistence
@@ -45,6 +46,7 @@ __all__ = [
     "TOKEN_MISSING", "TOKEN_MISMATCH", "DEFAULT_MAXLEN", "Access", "AccessDenied",
     "Principal", "NOBODY", "ScopedPort", "WebhookView", "WEBHOOK_EVENTS", "EVENT_KINDS",
     "AllowList", "address_refused", "parse_host", "split_url",
+    "CronError", "CronJob", "CronView",
 ]
 
 
@@ -120,11 +122,14 @@ class Port(JobOps, FlowOps, WebhookOps):
     def restore(self, store) -> int:
         """Load every stored job into the (empty) engine from `store` (StorePort): reserved
         jobs ready again, except stored leases (core/leases.py); and the stored queue
-        settings (rate and concurrency limits, stall config: core/limits.py). Returns how
-        many jobs."""
+        settings (rate and concurrency limits, stall config: core/limits.py) and cron schedules
+        (core/cron.py: runs missed while down follow their skip-missed rule). Returns how many
+        jobs."""
         from .recovery import restore
         self._engine.load_settings(store.load_records("queue_settings"))
-        return restore(self._engine, store.stream())
+        n = restore(self._engine, store.stream())
+        self._engine.cron.restore(store.load_records("cron_schedules"))
+        return n
 
     def tick(self) -> None:
         """Run every timer due now (the gateway calls it at next_due())."""
@@ -417,6 +422,30 @@ class Port(JobOps, FlowOps, WebhookOps):
     def kick_job(self, id: int, dialect: str) -> bool:
         """Kick one buried or delayed job; False otherwise."""
         return self._engine.kick_job(id, dialect)
+
+    # ------------------------------------------------------------- cron (core/cron.py)
+    def cron_set(self, queue: str, name: str, job: CronJob, schedule: str | None = None,
+                 repeat_every_ms: int | None = None, timezone: str | None = None,
+                 max_limit: int | None = None, immediately: bool = False,
+                 skip_missed_on_restart: bool = True, info: dict | None = None):
+        """Create or replace cron schedule `name` firing `job` (a CronJob) into `queue` at
+        each due time of `schedule` (5 or 6 fields, in IANA zone `timezone`) or every
+        `repeat_every_ms` ms; stored with the next commit. Returns (CronView, existed).
+        Raises CronError for invalid timing (nothing changes)."""
+        return self._engine.cron.set(queue, name, job, schedule, repeat_every_ms, timezone,
+                                     max_limit, immediately, skip_missed_on_restart, info)
+
+    def cron_get(self, name: str) -> CronView | None:
+        """Schedule `name`, or None."""
+        return self._engine.cron.get(name)
+
+    def cron_delete(self, name: str) -> bool:
+        """Delete schedule `name` (stored with the next commit); False when there is none."""
+        return self._engine.cron.delete(name)
+
+    def cron_list(self) -> list:
+        """Every schedule (CronView), in creation order."""
+        return self._engine.cron.list()
 
 
 

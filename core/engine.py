@@ -19,6 +19,7 @@ from __future__ import annotations
 from heapq import heapify, heappop, heappush, nsmallest
 
 from .clock import SystemClock
+from .cron import CronTable
 from .events import Feed
 from .extras import BLOCKED_MS, Extras
 from .failures import DEFAULT_POLICY
@@ -93,6 +94,7 @@ class Engine(Queues, Scheduling, Outcomes, Extras, Flows, Limits):
         self.evicted_jobs = 0
         self.unique: dict = {}       # (queue, dedup key) -> unfinished Job (core.extras)
         self.dependents: dict = {}   # uid -> ids of jobs waiting for it to complete
+        self.cron = CronTable(self)  # cron schedules (core/cron.py), fired from tick()
         for name in pinned:
             self.queue(name)
 

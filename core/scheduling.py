@@ -5,7 +5,7 @@ longest-waiter first) and the timer heaps, and runs due work in `tick()`. Times 
 Timed work: delayed -> ready, TTR expiry (reserved -> ready, counts a timeout; or failed at
 max-attempts), reserve timeouts (TIMED_OUT), the DEADLINE_SOON safety margin of a waiting owner,
 the end of a queue pause, result-wait timeouts and TTL eviction (core.outcomes), queue limit
-timers (core.limits).
+timers (core.limits) and the cron schedules' runs (core.cron, on wall-clock due times).
 """
 from __future__ import annotations
 
@@ -117,6 +117,10 @@ class Scheduling:
                   self._limit_timers):
             if h and h[0][0] < due:
                 due = h[0][0]
+        if self.cron.heap:
+            c = self.cron.due_mono()
+            if c is not None and c < due:
+                due = c
         self._wake_at = due
         return None if due is _INF else due
 
@@ -170,3 +174,5 @@ class Scheduling:
         h = self._limit_timers
         if h and h[0][0] <= now:
             self._limits_due(now)   # core.limits: a freed slot, the next rate token
+        if self.cron.heap:
+            self.cron.tick()   # cron schedules (core/cron.py): wall-clock due times

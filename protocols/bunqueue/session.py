@@ -25,6 +25,7 @@ from . import (handlers_control, handlers_core, handlers_flow,  # noqa: F401 (re
                handlers_metrics, handlers_moves, handlers_outcome, handlers_query,
                handlers_webhooks)
 from . import handlers_limits  # noqa: F401 (registration: issue 16 queue limits)
+from . import handlers_cron  # noqa: F401 (registration: Cron, CronGet, CronDelete, CronList)
 from .bulk import BIG_FRAME
 from .codec import (UNDEFINED, decode_command, decode_steps, frame, nil_req_id, pack, splice_map,
                     unpack_value)

@@ -1,0 +1,61 @@
+"""The real bunqueue TypeScript client's job-scheduler API (tests/bunqueue_client/cron.ts:
+Queue.upsertJobScheduler / getJobScheduler / getJobSchedulers / getJobSchedulersCount /
+removeJobScheduler, i.e. Cron, CronList, CronDelete) with a Worker taking the runs, against
+jobgate and, with the same checks, against the real bunqueue 2.9.5 server (issue 16 item 1).
+Needs `npm install` in tests/bunqueue_client; skipped with the reason otherwise.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from .bunqueue_real import BUN, CLIENT_DIR, BunqueueServer, bun_env, bun_missing_reason
+from .support import Server
+
+pytestmark = pytest.mark.skipif(bun_missing_reason() is not None,
+                                reason=bun_missing_reason() or "")
+
+
+def run_cron_ts(port: int) -> dict:
+    r = subprocess.run([BUN, os.path.join(CLIENT_DIR, "cron.ts"), "--host", "127.0.0.1",
+                        "--port", str(port)], cwd=CLIENT_DIR, env=bun_env(),
+                       capture_output=True, text=True, timeout=90)
+    assert r.returncode == 0, f"cron.ts exited {r.returncode}\n{r.stdout[-3000:]}\n" \
+                              f"{r.stderr[-3000:]}"
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def check(out: dict) -> None:
+    assert out["every"] == {"id": "every", "name": "tick", "next": out["every"]["next"],
+                            "every": 300, "limit": 3}
+    assert 250 <= out["everyNextDelta"] <= 1500
+    assert out["hourly"]["pattern"] == "0 * * * *" and out["hourlyNextMinute"] == 0
+    assert out["count"] == 2
+    assert sorted(out["list"], key=lambda s: s["id"]) == [
+        {"id": "every", "name": "tick", "pattern": None, "every": 300, "limit": 3},
+        {"id": "hourly", "name": "report", "pattern": "0 * * * *", "every": None,
+         "limit": None}]
+    # three runs, each an ordinary job with the template's name, data and priority; no fourth
+    assert out["seen"] == [{"name": "tick", "data": {"n": 1}, "priority": 2}] * 3
+    assert out["everyAfter"] is None            # exhausted at its next due time: gone
+    assert (out["removed"], out["removedAgain"], out["countAfter"]) == (True, False, 0)
+
+
+def test_cron_client_against_jobgate(tmp_path):
+    s = Server(f"sqlite:///{tmp_path}/jobgate.db", bunqueue=True)
+    try:
+        check(run_cron_ts(s.bunqueue_port))
+    finally:
+        s.stop()
+
+
+def test_cron_client_against_the_reference(tmp_path):
+    """The same checks on the real server (keeps cron.ts and the expectations honest)."""
+    s = BunqueueServer(data_path=tmp_path / "bq.db")
+    try:
+        check(run_cron_ts(s.port))
+    finally:
+        s.stop()
