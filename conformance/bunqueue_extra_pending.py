@@ -59,10 +59,6 @@ _WEBHOOKS_STEPS: tuple = ()
 # asked to change (the lead assigns them; reasons start with "no branch yet").
 _UNOWNED = "no branch yet: "
 _UNOWNED_STEPS: dict[str, str] = {
-    # i16-misc: Prometheus matches but for one queue: the reference lists a queue that has only
-    # a stall config (gx-stall); i16-limits chose not to keep such a queue (docs/bunqueue.md).
-    'Prometheus': _UNOWNED + "a queue with only a stall config is not listed (i16-limits' "
-                  "choice), so Prometheus has one queue fewer",
 }
 
 EXTRA_PENDING: dict[str, str] = {

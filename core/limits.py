@@ -228,7 +228,9 @@ class Limits:
                 self._serve(q)   # a raised limit may admit waiters now
         else:
             q = self.queues.get(name)
-            if q is not None and q.limits is not None:
+            if q is None and not s.empty:
+                self.queue(name)   # a queue with only a stall config is listed, as the reference's
+            elif q is not None and q.limits is not None:
                 q.limits = None
                 if serve:
                     self._serve(q)
@@ -254,8 +256,9 @@ class Limits:
             if s.empty:
                 continue
             self.queue_settings[s.queue] = s
+            q = self.queue(s.queue)
             if s.limited:
-                self.queue(s.queue).limits = s
+                q.limits = s
         return len(self.queue_settings)
 
     # ------------------------------------------------------------ status

@@ -54,6 +54,8 @@ class Queues:
     def _gc(self, q: Queue) -> None:
         if q.name in self.pinned or not q.is_empty() or q.is_referenced():
             return
+        if self.queue_settings and q.name in self.queue_settings:
+            return   # settings (limits, stall config) keep a queue listed (core/limits.py)
         del self.queues[q.name]
         order = self.queue_order
         i = order.index(q.name)
