@@ -32,6 +32,7 @@ from .records import Job, Owner as _Owner
 from .store_port import StoreLocked, StorePort
 from .port_flows import FlowOps
 from .port_jobs import JobOps
+from .port_settings import SettingsOps
 from .port_webhooks import WebhookOps
 from .transitions import IllegalTransition
 from .views import adapter, queue_view, reserved, server_stats
@@ -75,7 +76,7 @@ def open_store(url: str, sqlite_synchronous: str = "NORMAL"):
     return Store(url, sqlite_synchronous)
 
 
-class Port(JobOps, FlowOps, WebhookOps):
+class Port(JobOps, FlowOps, WebhookOps, SettingsOps):
     """The engine port (see the module docstring). Build one with `Port.create()`, or wrap an
     engine with `Port.of(engine)` (one port per engine).
 
@@ -237,52 +238,6 @@ class Port(JobOps, FlowOps, WebhookOps):
         e = self._engine
         return [queue_view(e, e.queues[n]) for n in e.queue_order]
 
-    # ------------------------------------------------ queue limits (core/limits.py)
-    # Canonical for every dialect (docs/mapping.md, "Queue limits (issue 16)"): a reserve,
-    # lease or PULL on a queue at its limit waits, and is served longest-waiter first when
-    # the limit allows. Each change is stored with the next commit and survives a restart.
-    def set_rate_limit(self, queue: str, limit, duration_ms=None, ttl_ms=None) -> None:
-        """At most `limit` (int or float; below 1: none) reservations of `queue` per window of
-        `duration_ms` ms (None or not > 0: 1000), as a token bucket that starts full;
-        `ttl_ms` (> 0): the limit ends by itself that many ms from now."""
-        self._engine.set_rate_limit(queue, limit, duration_ms, ttl_ms)
-
-    def clear_rate_limit(self, queue: str) -> None:
-        """Remove the rate limit of `queue` (if any)."""
-        self._engine.clear_rate_limit(queue)
-
-    def set_concurrency(self, queue: str, limit) -> None:
-        """At most `limit` (a number) jobs of `queue` reserved at once, in every dialect."""
-        self._engine.set_concurrency(queue, limit)
-
-    def clear_concurrency(self, queue: str) -> None:
-        """Remove the concurrency limit of `queue` (if any)."""
-        self._engine.clear_concurrency(queue)
-
-    def set_stall_config(self, queue: str, config: dict) -> None:
-        """Merge `config` into the stall config of `queue` (bunqueue SetStallConfig); its
-        `maxStalls` bounds the lock expiries of the queue's jobs (core/limits.py)."""
-        self._engine.set_stall_config(queue, config)
-
-    def stall_config(self, queue: str) -> dict:
-        """The stall config of `queue` (defaults: {enabled, stallInterval, maxStalls,
-        gracePeriod} = {True, 30000, 3, 5000})."""
-        return self._engine.stall_config(queue)
-
-    def queue_limits(self, queue: str, max_jobs=None) -> dict:
-        """{rateLimit: {max, duration} | None, rateLimitTtl (ms; -2: no rate limit),
-        concurrencyLimit, maxed} of `queue` (bunqueue GetQueueLimits)."""
-        return self._engine.limit_status(queue, max_jobs)
-
-    def queue_settings(self, queue: str) -> dict:
-        """Every setting of `queue`: {rateLimit, rateLimitDuration, rateLimitExpiresAt (wall
-        ms), concurrencyLimit, stallConfig}, None where unset."""
-        return self._engine.settings_of(queue)
-
-    def clear_queue_settings(self, queue: str) -> None:
-        """Forget the limits and stall config of `queue` (bunqueue Obliterate)."""
-        self._engine.clear_queue_settings(queue)
-
     def priority_counts(self, queue: str, delayed: bool = True) -> dict:
         """Ready (and, with `delayed`, delayed but not blocked) jobs of `queue` per rank."""
         e = self._engine
@@ -422,31 +377,6 @@ class Port(JobOps, FlowOps, WebhookOps):
     def kick_job(self, id: int, dialect: str) -> bool:
         """Kick one buried or delayed job; False otherwise."""
         return self._engine.kick_job(id, dialect)
-
-    # ------------------------------------------------------------- cron (core/cron.py)
-    def cron_set(self, queue: str, name: str, job: CronJob, schedule: str | None = None,
-                 repeat_every_ms: int | None = None, timezone: str | None = None,
-                 max_limit: int | None = None, immediately: bool = False,
-                 skip_missed_on_restart: bool = True, info: dict | None = None):
-        """Create or replace cron schedule `name` firing `job` (a CronJob) into `queue` at
-        each due time of `schedule` (5 or 6 fields, in IANA zone `timezone`) or every
-        `repeat_every_ms` ms; stored with the next commit. Returns (CronView, existed).
-        Raises CronError for invalid timing (nothing changes)."""
-        return self._engine.cron.set(queue, name, job, schedule, repeat_every_ms, timezone,
-                                     max_limit, immediately, skip_missed_on_restart, info)
-
-    def cron_get(self, name: str) -> CronView | None:
-        """Schedule `name`, or None."""
-        return self._engine.cron.get(name)
-
-    def cron_delete(self, name: str) -> bool:
-        """Delete schedule `name` (stored with the next commit); False when there is none."""
-        return self._engine.cron.delete(name)
-
-    def cron_list(self) -> list:
-        """Every schedule (CronView), in creation order."""
-        return self._engine.cron.list()
-
 
 
 # Names the dialects use with the port (re-exported so that they import core.api only).
