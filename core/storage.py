@@ -330,18 +330,26 @@ class Store(Upkeep):
 
     def write_records(self, conn, records: list) -> None:
         """Replace or delete rows of the keyed record tables: (table, key, row dict | None)
-        (core.schema.RECORD_TABLES). A delete then an insert: portable, and these rows change
-        rarely (a cron firing, a limit set)."""
-        ph = self._ph1
+        (core.schema.RECORD_TABLES). Per table, one executemany DELETE of every key, then one
+        executemany INSERT of the rows (a cron tick updates 100 schedules in two statements);
+        portable (no upsert dialect), and these rows are few. The rows of one table carry the
+        same columns (each table has one writer: core/cron.py, core/limits.py, core/webhooks.py)."""
+        by_table: dict = {}
         for table, key, row in records:
-            keycol = schema.RECORD_TABLES[table]
-            conn.exec_driver_sql(f"DELETE FROM {table} WHERE {keycol} = {ph}", (key,))
+            keys, rows = by_table.setdefault(table, ([], []))
+            keys.append((key,))
             if row is not None:
-                cols = list(row)
+                rows.append(row)
+        ps = self.engine.dialect.paramstyle
+        for table, (keys, rows) in by_table.items():
+            conn.exec_driver_sql(
+                f"DELETE FROM {table} WHERE {schema.RECORD_TABLES[table]} = {self._ph1}", keys)
+            if rows:
+                cols = list(rows[0])
                 conn.exec_driver_sql(
                     f"INSERT INTO {table} ({', '.join(cols)}) VALUES "
-                    f"({', '.join(_placeholders(self.engine.dialect.paramstyle, len(cols)))})",
-                    tuple(row[c] for c in cols))
+                    f"({', '.join(_placeholders(ps, len(cols)))})",
+                    [tuple(r[c] for c in cols) for r in rows])
 
     def load_records(self, table: str) -> list[dict]:
         """Every row of keyed record table `table` (core.schema.RECORD_TABLES) as dicts,

@@ -312,20 +312,35 @@ class Worker:
                 t.cancel()
 
 
-#: The worker's niceness increment: delivery is background work, so on a busy machine the
-#: scheduler gives the CPU to the server first (job traffic) and the worker drops what it
-#: cannot deliver in time from its bounded queues.
-NICE = 10
+#: Delivery is background work: the worker runs under Linux's SCHED_IDLE policy (it gets a CPU
+#: only when no normal process wants it), so on a busy machine the CPU goes to the server first
+#: (job traffic) and the worker drops what it cannot deliver in time from its bounded queues.
+#: Measured (docs/performance.md "Webhooks"): at nice 10 the worker still took 87% of a core
+#: from a 2-CPU machine running the server and its clients, and PUSHB fell to 0.7x. Where
+#: SCHED_IDLE is not available, the niceness increment NICE is used instead.
+NICE = 19
+
+
+def background() -> str:
+    """Lower this process's CPU priority as far as it goes: SCHED_IDLE (Linux), else nice +NICE,
+    else nothing. Returns which ("idle", "nice" or "none")."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        return "idle"
+    except (AttributeError, OSError):   # not Linux, or refused: niceness instead
+        pass
+    try:
+        os.nice(NICE)
+        return "nice"
+    except OSError:   # not allowed here: run at the server's priority
+        return "none"
 
 
 def main() -> int:
     import signal
     cfg = json.loads(sys.argv[1])
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # a terminal's Ctrl-C: the server decides
-    try:
-        os.nice(NICE)
-    except OSError:   # not allowed here: run at the server's priority
-        pass
+    background()
     w = Worker(cfg, sys.stdout.buffer)
     try:
         asyncio.run(w.run(sys.stdin.fileno()))

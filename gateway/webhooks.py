@@ -181,6 +181,8 @@ class Delivery:
         targets = self._targets
         batch = []
         n = 0
+        # the worker is OUT_MAX bytes behind: count what is dropped, build and pack nothing
+        full = len(self._out) >= OUT_MAX
         for ev in sub.take():
             q = ev.queue
             ids = targets.get((ev.kind, q))
@@ -194,6 +196,9 @@ class Delivery:
                 targets[(ev.kind, q)] = ids
             if not ids:
                 continue
+            if full:
+                n += len(ids)
+                continue
             name = EVENT_KINDS[ev.kind]
             blob, fmt, extra = None, 0, None
             if name == "job.completed":
@@ -206,7 +211,9 @@ class Delivery:
                 extra = ev.detail
             batch.append((ids, name, ev.uid, q, ev.at_ms, blob, fmt, extra))
             n += len(ids)
-        if batch:
+        if full:
+            self.dropped += n
+        elif batch:
             self._send(["events", batch], n)
 
     def _send(self, msg, n_events: int) -> None:
@@ -222,7 +229,8 @@ class Delivery:
             return
         self._out += _LEN.pack(len(body))
         self._out += body
-        self._flush()
+        if not self._writing:   # else the pipe is full: the writer callback goes on
+            self._flush()
 
     def _flush(self) -> None:
         p = self.proc
@@ -231,8 +239,9 @@ class Delivery:
         out = self._out
         fd = p.stdin.fileno()
         while out:
+            mv = memoryview(out)
             try:
-                n = os.write(fd, out[:1 << 20])
+                n = os.write(fd, mv[:1 << 20])   # no copy of the (up to 16 MiB) backlog
             except BlockingIOError:
                 break
             except OSError as e:   # the worker died: start a new one with the next frame
@@ -240,6 +249,8 @@ class Delivery:
                           extra={"fields": {"cause": str(e)}})
                 self._end_worker()
                 return
+            finally:
+                mv.release()
             del out[:n]
         if out and not self._writing:
             self._writing = True

@@ -308,3 +308,26 @@ def test_replies_of_moves_have_no_extra_keys(bq):
     id = c.push(q, 1, delay=60_000)
     r = c.call("MoveToWait", id=id)
     assert r == {"ok": True, "id": UNDEF}
+
+
+def test_prometheus_counts_cron_schedules_and_webhooks(bq):
+    """bunqueue_cron_jobs_registered and bunqueue_webhooks_registered / _enabled count every
+    schedule and webhook (the reference's CronScheduler and WebhookManager counts)."""
+    c = bq()
+
+    def gauges() -> dict:
+        text = c.ok("Prometheus")["data"]["metrics"]
+        return {ln.split()[0]: int(ln.split()[1]) for ln in text.split("\n")
+                if ln.startswith(("bunqueue_cron_jobs_registered ", "bunqueue_webhooks_"))}
+
+    before = gauges()
+    q = qname()
+    c.ok("Cron", name=f"{q}-nightly", queue=q, data=1, schedule="7 4 * * *")
+    hid = c.ok("AddWebhook", url="https://example.com/hook", events=["job.completed"],
+               queue=q)["data"]["webhookId"]
+    c.ok("AddWebhook", url="https://example.com/hook2", events=["job.failed"], queue=q)
+    c.ok("SetWebhookEnabled", id=hid, enabled=False)
+    after = gauges()
+    assert after["bunqueue_cron_jobs_registered"] == before["bunqueue_cron_jobs_registered"] + 1
+    assert after["bunqueue_webhooks_registered"] == before["bunqueue_webhooks_registered"] + 2
+    assert after["bunqueue_webhooks_enabled"] == before["bunqueue_webhooks_enabled"] + 1

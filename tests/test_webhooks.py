@@ -195,6 +195,8 @@ def test_a_killed_worker_process_is_replaced(server, recv):
         wait_for(lambda: listed(c, hid)["successCount"] == 1, what="the first delivery")
         d = server.runtime.webhooks
         pid = server.call(lambda: d.proc.pid)
+        # delivery is background work: the worker runs under SCHED_IDLE (gateway/webhook_worker)
+        assert os.sched_getscheduler(pid) == os.SCHED_IDLE
         os.kill(pid, 9)                                   # the worker this server started
         wait_for(lambda: server.call(lambda: d.proc is None), what="the server noticing")
         j = c.push(q)

@@ -40,10 +40,6 @@ BUNQUEUE_POLICY = JobPolicy(stall_counts_attempt=True, max_stalls=MAX_STALLS,
 _EVERY_QUEUE = Principal("token", "token", ("*",))
 
 
-def _zero() -> int:
-    return 0
-
-
 class BunqueueInfo:
     """State of the bunqueue dialect for one server process.
 
@@ -81,10 +77,13 @@ class BunqueueInfo:
         self.total_failed = 0
         #: per-queue events and completed / failed series (TrimEvents, Metrics per queue)
         self.telemetry = QueueTelemetry()
-        #: Prometheus gauges other features provide: name -> fn() -> int (cron_jobs,
-        #: webhooks_registered, webhooks_enabled); 0 until one is registered
-        self.gauges: dict = {"cron_jobs": _zero, "webhooks_registered": _zero,
-                             "webhooks_enabled": _zero}
+        #: Prometheus gauges of other features: name -> fn() -> int (every queue's, through
+        #: the unscoped port, as the reference counts them)
+        port = self.port
+        self.gauges: dict = {
+            "cron_jobs": lambda: len(port.cron_list()),
+            "webhooks_registered": lambda: len(port.webhooks()),
+            "webhooks_enabled": lambda: sum(1 for h in port.webhooks() if h.enabled)}
         self.port.set_policy("bunqueue", BUNQUEUE_POLICY)
 
     def failed_total(self) -> int:
