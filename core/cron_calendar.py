@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from datetime import datetime, timezone as _utc_tz
 
-from croniter import croniter
-from croniter import CroniterBadCronError, CroniterBadDateError, CroniterError
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 #: The largest integer a JavaScript number holds exactly (repeatEvery's bound, reference).
@@ -80,6 +78,7 @@ def _next_minute(expr: str, after_ms: int, z) -> int:
     wildcard, real minutes up to that match (at most MAX_DST_SHIFT_MIN ahead) are scanned for
     an earlier match, so such a schedule also fires in the repeated fall-back hour (Bun's
     resolve_local_match, cronie semantics); a fixed-time schedule fires once."""
+    from croniter import croniter   # imported on first use: 46 ms that start-up need not pay
     local = datetime.fromtimestamp(after_ms / 1000, z).replace(tzinfo=None)
     it = croniter(expr, local)
     wild = it.expanded[0] == ["*"] or it.expanded[1] == ["*"]
@@ -111,6 +110,8 @@ def next_run_ms(schedule: str, after_ms: int, tz: str | None = None) -> int:
     wildcard-hour schedules also fire in the repeated hour), and bunqueue's getNextParsedRun
     for a leading seconds field (the matching seconds of each matching minute). Raises
     CronError."""
+    from croniter import (CroniterBadCronError, CroniterBadDateError, CroniterError,
+                          croniter)
     expr, six = _expression(schedule)
     z = _zone(tz)
     try:
