@@ -27,6 +27,7 @@ that push more through one connection pass `rate_limit=10**9` (the default keeps
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -69,6 +70,19 @@ def bun_env(extra: dict | None = None) -> dict:
     env["NO_COLOR"] = "1"
     env.update(extra or {})
     return env
+
+
+def run_script(script: str, port: int, *extra: str, timeout: float = 90.0) -> dict:
+    """Run the TypeScript client script `script` (a file in tests/bunqueue_client) with Bun
+    against 127.0.0.1:`port` (plus `extra` arguments); returns the JSON object it prints last.
+    Fails the calling test (AssertionError, with the script's output) when it exits != 0;
+    subprocess.TimeoutExpired after `timeout` s."""
+    r = subprocess.run([BUN, os.path.join(CLIENT_DIR, script), "--host", "127.0.0.1",
+                        "--port", str(port), *extra], cwd=CLIENT_DIR, env=bun_env(),
+                       capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, (f"{script} exited {r.returncode}\nstdout: {r.stdout[-4000:]}\n"
+                               f"stderr: {r.stderr[-4000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def _free_ports(n: int) -> list[int]:

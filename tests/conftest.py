@@ -202,6 +202,39 @@ def bq_server(tmp_path_factory):
 
 
 @pytest.fixture
+def gsq(bq_server):
+    """`gsq(tube)` opens a greenstalk client (bytes bodies) to `bq_server`, using and watching
+    `tube`; all closed at teardown."""
+    import greenstalk
+    opened = []
+
+    def open_(tube: str):
+        c = greenstalk.Client(("127.0.0.1", bq_server.port), encoding=None, use=tube,
+                              watch=tube)
+        opened.append(c)
+        return c
+    yield open_
+    for c in opened:
+        c.close()
+
+
+@pytest.fixture
+def wq(bq_server):
+    """`wq()` opens a raw workq connection (tests.workq_support.WorkqRaw) to `bq_server`; all
+    closed at teardown."""
+    from .workq_support import WorkqRaw
+    opened = []
+
+    def open_():
+        c = WorkqRaw(bq_server.workq_port)
+        opened.append(c)
+        return c
+    yield open_
+    for c in opened:
+        c.sock.close()
+
+
+@pytest.fixture
 def bq(bq_server):
     """`bq()` opens a bunqueue connection (tests.bunqueue_support.BQ) to `bq_server`; every one
     is closed at teardown."""

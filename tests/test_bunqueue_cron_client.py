@@ -6,13 +6,10 @@ Needs `npm install` in tests/bunqueue_client; skipped with the reason otherwise.
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 
 import pytest
 
-from .bunqueue_real import BUN, CLIENT_DIR, BunqueueServer, bun_env, bun_missing_reason
+from .bunqueue_real import BunqueueServer, bun_missing_reason, run_script
 from .support import Server
 
 pytestmark = pytest.mark.skipif(bun_missing_reason() is not None,
@@ -20,12 +17,7 @@ pytestmark = pytest.mark.skipif(bun_missing_reason() is not None,
 
 
 def run_cron_ts(port: int) -> dict:
-    r = subprocess.run([BUN, os.path.join(CLIENT_DIR, "cron.ts"), "--host", "127.0.0.1",
-                        "--port", str(port)], cwd=CLIENT_DIR, env=bun_env(),
-                       capture_output=True, text=True, timeout=90)
-    assert r.returncode == 0, f"cron.ts exited {r.returncode}\n{r.stdout[-3000:]}\n" \
-                              f"{r.stderr[-3000:]}"
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return run_script("cron.ts", port)
 
 
 def check(out: dict) -> None:

@@ -15,7 +15,7 @@ import msgpack
 import pytest
 
 from .bunqueue_support import UNDEF, qname, reference_mode
-from .workq_support import WorkqRaw, add_cmd, new_uid, result_frame
+from .workq_support import add_cmd, new_uid, result_frame
 
 pytestmark = pytest.mark.skipif(reference_mode(), reason="jobgate only: several dialects")
 
@@ -24,34 +24,6 @@ MID = 2 ** 31
 
 def derived_uid(beanstalk_id: int) -> str:
     return f"6a6f6267-6174-4000-8000-{beanstalk_id:012x}"
-
-
-@pytest.fixture
-def gsq(bq_server):
-    """`gsq(tube)` opens a greenstalk client (bytes bodies) using and watching `tube`."""
-    opened = []
-
-    def open_(tube: str) -> greenstalk.Client:
-        c = greenstalk.Client(("127.0.0.1", bq_server.port), encoding=None, use=tube,
-                              watch=tube)
-        opened.append(c)
-        return c
-    yield open_
-    for c in opened:
-        c.close()
-
-
-@pytest.fixture
-def wq(bq_server):
-    opened = []
-
-    def open_() -> WorkqRaw:
-        c = WorkqRaw(bq_server.workq_port)
-        opened.append(c)
-        return c
-    yield open_
-    for c in opened:
-        c.sock.close()
 
 
 # ================================================================ bunqueue -> beanstalk

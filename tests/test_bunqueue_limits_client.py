@@ -7,13 +7,10 @@ and the stall config (setStallConfigAsync / getStallConfigAsync). Both outputs m
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 
 import pytest
 
-from .bunqueue_real import BUN, CLIENT_DIR, BunqueueServer, bun_env, bun_missing_reason
+from .bunqueue_real import BunqueueServer, bun_missing_reason, run_script
 from .support import Server
 
 pytestmark = pytest.mark.skipif(bun_missing_reason() is not None,
@@ -34,11 +31,7 @@ EXPECTED = {
 
 
 def run_client(port: int) -> dict:
-    r = subprocess.run([BUN, os.path.join(CLIENT_DIR, "limits_client.ts"), "--host",
-                        "127.0.0.1", "--port", str(port)], cwd=CLIENT_DIR, env=bun_env(),
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, f"limits_client.ts exited {r.returncode}\n{r.stderr[-4000:]}"
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return run_script("limits_client.ts", port, timeout=120)
 
 
 def test_limits_client_reference():

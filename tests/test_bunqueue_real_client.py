@@ -15,7 +15,6 @@ Needs `npm install` in tests/bunqueue_client (bun + bunqueue); skipped with the 
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import select
@@ -26,7 +25,7 @@ import subprocess
 import msgpack
 import pytest
 
-from .bunqueue_real import BUN, CLIENT_DIR, BunqueueServer, bun_env, bun_missing_reason
+from .bunqueue_real import BUN, CLIENT_DIR, BunqueueServer, bun_env, bun_missing_reason, run_script
 from .support import Raw, Server
 
 pytestmark = pytest.mark.skipif(bun_missing_reason() is not None,
@@ -49,12 +48,7 @@ def jobgate(url: str | None, **kw) -> Server:
 
 def run_workflow(port: int, *extra: str, timeout: float = 90.0) -> dict:
     """Run workflow.ts against 127.0.0.1:port; returns its JSON (fails the test on exit != 0)."""
-    r = subprocess.run([BUN, os.path.join(CLIENT_DIR, "workflow.ts"), "--host", "127.0.0.1",
-                        "--port", str(port), *extra], cwd=CLIENT_DIR, env=bun_env(),
-                       capture_output=True, text=True, timeout=timeout)
-    assert r.returncode == 0, f"workflow.ts exited {r.returncode}\nstdout: {r.stdout[-4000:]}\n" \
-                              f"stderr: {r.stderr[-4000:]}"
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return run_script("workflow.ts", port, *extra, timeout=timeout)
 
 
 def _ext(code: int, data: bytes):

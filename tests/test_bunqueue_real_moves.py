@@ -8,13 +8,10 @@ Needs `npm install` in tests/bunqueue_client (bun + bunqueue); skipped with the 
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 
 import pytest
 
-from .bunqueue_real import BUN, CLIENT_DIR, BunqueueServer, bun_env, bun_missing_reason
+from .bunqueue_real import BunqueueServer, bun_missing_reason, run_script
 from .support import Server
 
 pytestmark = pytest.mark.skipif(bun_missing_reason() is not None,
@@ -23,12 +20,7 @@ pytestmark = pytest.mark.skipif(bun_missing_reason() is not None,
 
 def run_moves(port: int, timeout: float = 90.0) -> dict:
     """Run moves.ts against 127.0.0.1:port; its JSON (fails the test on exit != 0)."""
-    r = subprocess.run([BUN, os.path.join(CLIENT_DIR, "moves.ts"), "--host", "127.0.0.1",
-                        "--port", str(port)], cwd=CLIENT_DIR, env=bun_env(),
-                       capture_output=True, text=True, timeout=timeout)
-    assert r.returncode == 0, f"moves.ts exited {r.returncode}\nstdout: {r.stdout[-4000:]}\n" \
-                              f"stderr: {r.stderr[-4000:]}"
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return run_script("moves.ts", port, timeout=timeout)
 
 
 def check_moves(out: dict) -> None:

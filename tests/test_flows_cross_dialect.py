@@ -15,39 +15,10 @@ import pytest
 
 from .bunqueue_support import qname, reference_mode, wait_until
 from .test_bunqueue_flows import node
-from .workq_support import WorkqRaw
 
 pytestmark = pytest.mark.skipif(reference_mode(), reason="jobgate only: several dialects")
 
 CENTURY_S = 100 * 365 * 86_400
-
-
-@pytest.fixture
-def gsq(bq_server):
-    """`gsq(tube)` opens a greenstalk client (bytes bodies) using and watching `tube`."""
-    opened = []
-
-    def open_(tube: str) -> greenstalk.Client:
-        c = greenstalk.Client(("127.0.0.1", bq_server.port), encoding=None, use=tube,
-                              watch=tube)
-        opened.append(c)
-        return c
-    yield open_
-    for c in opened:
-        c.close()
-
-
-@pytest.fixture
-def wq(bq_server):
-    opened = []
-
-    def open_() -> WorkqRaw:
-        c = WorkqRaw(bq_server.workq_port)
-        opened.append(c)
-        return c
-    yield open_
-    for c in opened:
-        c.sock.close()
 
 
 def push_flow(c, qp, qc, n=2):

@@ -31,7 +31,7 @@ from conformance.workq_client import TimedOut
 
 from .bunqueue_real import BUN, CLIENT_DIR, bun_env, bun_missing_reason
 from .bunqueue_support import BQ
-from .support import Server, stop_process
+from .support import Server
 
 pytestmark = pytest.mark.skipif(bun_missing_reason() is not None,
                                 reason=bun_missing_reason() or "")

@@ -10,7 +10,7 @@ of the same batch. Units: ms.
 """
 from __future__ import annotations
 
-from .options import DATA_MAX, DAY_MS, YEAR_MS, _QUEUE_RE
+from .options import DATA_MAX, DAY_MS, YEAR_MS, _QUEUE_RE, group_id_error
 from .codec import pack
 
 MAX_FLOW_JOBS = 10_000
@@ -84,14 +84,9 @@ def _options(inp: dict) -> str | None:
         v = inp.get(name)
         if v is not None and v is not True and v is not False:
             return f"{name} must be a boolean"
-    g = inp.get("groupId")
-    if g is not None:
-        if g.__class__ is not str:
-            return "groupId must be a string"
-        if not g:
-            return "groupId must be a non-empty string"
-        if len(g) > 256:
-            return "groupId must be at most 256 characters"
+    msg = group_id_error(inp.get("groupId"))
+    if msg:
+        return msg
     tags = inp.get("tags")
     if tags is not None and (tags.__class__ is not list or any(
             t.__class__ is not str or len(t) > 256 for t in tags)):

@@ -101,18 +101,27 @@ _NO_OPTIONS = frozenset(("data", "name", "removeOnComplete", "removeOnFail", "cm
                          "dependsOn", "lifo", "repeat"))
 
 
+def group_id_error(g) -> str | None:
+    """The reference's error text for a bad `groupId` (None or a valid one: None): a non-empty
+    string of at most 256 characters (validateJobOptions; PUSH and PUSHF alike)."""
+    if g is None:
+        return None
+    if g.__class__ is not str:
+        return "groupId must be a string"
+    if not g:
+        return "groupId must be a non-empty string"
+    if len(g) > 256:
+        return "groupId must be at most 256 characters"
+    return None
+
+
 def options_error(opts: dict) -> str | None:
     """validateJobOptions (and groupId), in the reference's order."""
     if opts.keys() <= _NO_OPTIONS:
         return None
-    g = opts.get("groupId")
-    if g is not None:
-        if g.__class__ is not str:
-            return "groupId must be a string"
-        if not g:
-            return "groupId must be a non-empty string"
-        if len(g) > 256:
-            return "groupId must be at most 256 characters"
+    msg = group_id_error(opts.get("groupId"))
+    if msg:
+        return msg
     for name, lo, hi in NUMERIC:
         if name == "backoff":
             err = backoff_error(opts.get("backoff"))
