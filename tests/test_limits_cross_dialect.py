@@ -43,7 +43,7 @@ WORK_S = 0.1
 class Workers:
     """The ten workers on queue `q`; `stop()` ends them and returns {dialect: jobs done}."""
 
-    def __init__(self, server: Server, q: str, work_s: float) -> None:
+    def __init__(self, server: Server, q: str, work_s: float, poll_timeout_ms: int) -> None:
         self.q = q
         self.work_s = work_s
         self.done = {"beanstalk": 0, "workq": 0, "bunqueue": 0}
@@ -53,7 +53,7 @@ class Workers:
         self.ts = subprocess.Popen(
             [BUN, os.path.join(CLIENT_DIR, "limits_worker.ts"), "--host", "127.0.0.1",
              "--port", str(server.bunqueue_port), "--queue", q, "--workers", "3",
-             "--work-ms", str(int(work_s * 1000))],
+             "--work-ms", str(int(work_s * 1000)), "--poll-timeout-ms", str(poll_timeout_ms)],
             cwd=CLIENT_DIR, env=bun_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True)
         assert self.ts.stdout.readline().strip() == "ready", self.ts.stderr.read()
@@ -156,7 +156,10 @@ def _max_reserved(events: list) -> int:
     return top
 
 
-def _run(tmp_path, limit_cmd: dict, n: int, work_s: float):
+def _run(tmp_path, limit_cmd: dict, n: int, work_s: float, poll_timeout_ms: int = 1000):
+    """Ten workers on a queue with `limit_cmd`; the bunqueue Workers' PULLs wait
+    `poll_timeout_ms` (a PULL that times out queues up again behind the other waiters, so under
+    a rate limit it must outlast their whole turn to be served at all)."""
     url = f"sqlite:///{tmp_path}/jobgate.db"
     s = Server(url, workq=True, bunqueue=True)
     q = f"lim-{uuid.uuid4().hex[:8]}"
@@ -164,7 +167,7 @@ def _run(tmp_path, limit_cmd: dict, n: int, work_s: float):
         c = BQ(s.bunqueue_port, timeout=10)
         r = c.call(limit_cmd.pop("cmd"), queue=q, **limit_cmd)
         assert r["ok"] is True, r
-        w = Workers(s, q, work_s)
+        w = Workers(s, q, work_s, poll_timeout_ms)
         try:
             _produce(s, q, n)
             _wait_all_done(s, q)
@@ -187,8 +190,9 @@ def test_concurrency_3_with_ten_workers_of_three_dialects(tmp_path):
 
 def test_rate_limit_with_ten_workers_of_three_dialects(tmp_path):
     limit, window, n = 5, 1000, 20
+    # ten waiters served 5 per s: a turn takes 2 s, so the bunqueue PULLs wait 5 s
     done, events = _run(tmp_path, {"cmd": "RateLimit", "limit": limit, "duration": window},
-                        n, 0.0)
+                        n, 0.0, poll_timeout_ms=5000)
     assert sum(done.values()) == n and all(done.values()), done
     ts = [e[3] for e in events if e[0] == "reserve"]
     assert len(ts) == n

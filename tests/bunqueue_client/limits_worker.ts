@@ -3,9 +3,10 @@
 // dialects share one queue whose rate or concurrency limit the server enforces.
 //
 //   bun limits_worker.ts --host H --port P --queue Q [--workers 3] [--work-ms 100]
+//                        [--poll-timeout-ms 1000]
 //
 // Starts `workers` Workers of concurrency 1; each job sleeps `work-ms` ms and completes. The
-// workers long-poll (pollTimeout 1000 ms: a waiting PULL), as the beanstalk and workq workers
+// workers long-poll (pollTimeout, default 1000 ms: a waiting PULL), as the beanstalk and workq workers
 // of the test wait in reserve / lease: waiting reserves are served longest-waiter first, so a
 // worker that only polls (the default pollTimeout 0) gets a job of a limited queue only when
 // no reserve waits for it.
@@ -23,6 +24,9 @@ const port = Number(arg("port") ?? 6789);
 const queue = arg("queue") ?? "limits";
 const n = Number(arg("workers") ?? 3);
 const workMs = Number(arg("work-ms") ?? 100);
+// A PULL that times out joins the back of the waiters again: under a rate limit it must
+// outlast a whole turn of the other waiters, or it is never served.
+const pollTimeout = Number(arg("poll-timeout-ms") ?? 1000);
 const connection = { host, port, commandTimeout: 30_000 };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -37,7 +41,7 @@ for (let k = 0; k < n; k++) {
       processed++;
       return { ok: true };
     },
-    { connection, embedded: false, concurrency: 1, pollTimeout: 1000 },
+    { connection, embedded: false, concurrency: 1, pollTimeout },
   );
   w.on("error", (e: Error) => errors.push(String(e?.message ?? e)));
   workers.push(w);
