@@ -47,7 +47,7 @@ class GlideState:
         self.locks: dict = {}         # key -> (token bytes, monotonic expiry ms or 0)
         self.groups: set = set()      # stream keys (str) with the consumer group `workers`
         self.next_client_id = 0
-        self.subscription = None      # the event feed, once a glide job exists (feed.py)
+        self.connections = 0          # open RESP connections (INFO clients)
 
     # ------------------------------------------------------------- library
     @property
