@@ -36,7 +36,17 @@ _LENIENT = (
     "a missing timestamp stored as the text 'nil', non-numeric delay/priority taken as 0); "
     "jobgate may refuse such a call with an error reply")
 
+_SETINFO = (
+    "CLIENT SETINFO: the golden's Redis 7.0 did not know it; jobgate answers as Redis 7.2+ and "
+    "Valkey do (+OK, or its option error), which every client accepts (glide-mq-NOTES.md "
+    "'What a real client sends on connect': answer OK)")
+
 KNOWN: dict[str, str] = {
+    "A02": _SETINFO,
+    "A03": _SETINFO,
+    "A16": _SETINFO + " (an unknown attribute: Redis 7.2's 'Unrecognized option' error)",
+    "I01": _SETINFO,
+    "I02": _SETINFO,
     "C20": _ATOMIC_COUNTER + " (golden '2')",
     "D12": _ATOMIC_COUNTER + " (golden '3')",
     "G15": _ATOMIC_COUNTER + " (the golden reads job 2 of probe-edge, C20's job)",
@@ -58,6 +68,11 @@ KNOWN: dict[str, str] = {
 
 #: step id -> the replies jobgate gives there (golden notation, one per command)
 JOBGATE_EXPECTS: dict[str, list[str]] = {
+    "A02": ['simple "OK"'],
+    "A03": ['simple "OK"'],
+    "A16": ['error "ERR Unrecognized option \'NOPE\'"'],
+    "I01": ['simple "OK"'],
+    "I02": ['simple "OK"'],
 }
 
 
