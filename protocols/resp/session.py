@@ -167,9 +167,7 @@ def unknown_command(argv: list) -> str:
     return s
 
 
-from .encode import NullArray as _NullArray  # noqa: E402
-
-NULL_ARRAY = _NullArray()
+from .encode import NullArray as NULL_ARRAY  # noqa: E402
 
 
 def connect(state, transport) -> Sequential:
