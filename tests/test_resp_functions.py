@@ -154,7 +154,7 @@ def test_delay_is_due_on_the_producers_clock(srv, c):
 
 def test_dedup_modes(srv, c):
     def dd(did, mode, ttl=0, ts=WALL0, delay=0):
-        ks = [f"glide:{{q}}:dedup"] + keys("q")
+        ks = ["glide:{q}:dedup"] + keys("q")
         return c("FCALL", "glidemq_dedup", 5, *ks, did, ttl, mode, "n", "{}", "{}", ts, delay,
                  0, "", 0, "", 0, 0, 0, 0, 0, 0, 0, "", 0, "", 0)
     assert dd("s", "simple") == b"1"
