@@ -299,3 +299,23 @@ def test_a_blocking_xreadgroup_is_woken_by_a_put_from_any_dialect(srv):
     srv.clock.advance(100)
     srv.port.tick()
     assert c.h.take_reply() == b"*-1\r\n"
+
+
+def test_auth_with_a_bunqueue_token_scopes_the_connection():
+    from core.api import NOBODY, Access, Principal
+    srv = Server()
+    access = Access(tokens=[("s3cret", Principal("token:jobs", "token", ("jobs*",)))])
+    srv.state.context = Context(access=access)
+    c = Conn(Handler(srv.state, NOBODY))
+    assert str(c("FCALL", "glidemq_version", 0)) == "NOAUTH Authentication required."
+    assert c("PING") == b"PONG"
+    assert str(c("AUTH", "wrong")).startswith("WRONGPASS")
+    assert c("AUTH", "default", "s3cret") == b"OK"
+    c.load()
+    assert add(c, "jobs-a") == b"1"
+    e = add(c, "other")
+    assert str(e).startswith("NOPERM") and srv.port.queue("other") is None
+    # HELLO with AUTH authenticates and switches protocol in one step
+    c2 = Conn(Handler(srv.state, NOBODY))
+    r = c2("HELLO", 3, "AUTH", "default", "s3cret")
+    assert r[b"proto"] == 3 and c2.h.proto == 3   # a RESP3 map

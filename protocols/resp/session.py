@@ -68,7 +68,7 @@ class Handler:
         self.principal = principal
         access = state.context.access
         self.auth_required = (access is not None and access.has_tokens
-                              and principal is not None and not principal.patterns)
+                              and principal is not None and principal.kind == "nobody")
         self.port = state.port.scoped(principal)
         self.proto = 2
         self.name = None
