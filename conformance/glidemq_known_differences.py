@@ -41,7 +41,14 @@ _SETINFO = (
     "Valkey do (+OK, or its option error), which every client accepts (glide-mq-NOTES.md "
     "'What a real client sends on connect': answer OK)")
 
+_EMPTY_FLOW = (
+    "a flow parent with no children and no extra dependencies (R25's addFlow) waits for "
+    "nothing in jobgate, so it is ready at once and sits in the stream; Redis leaves it in "
+    "waiting-children with nothing that would ever requeue it")
+
 KNOWN: dict[str, str] = {
+    "R27": _EMPTY_FLOW,
+    "R37": _EMPTY_FLOW,
     "A02": _SETINFO,
     "A03": _SETINFO,
     "A16": _SETINFO + " (an unknown attribute: Redis 7.2's 'Unrecognized option' error)",
@@ -73,6 +80,14 @@ JOBGATE_EXPECTS: dict[str, list[str]] = {
     "A16": ['error "ERR Unrecognized option \'NOPE\'"'],
     "I01": ['simple "OK"'],
     "I02": ['simple "OK"'],
+    "H09": ['error "ERR glidemq_addJob needs the keys id, stream, scheduled and events (got 3)"'],
+    "H10": ['error "ERR unexpected key format: glide:{probe-edge}:ident"'],
+    "H11": ['error "ERR glidemq_addJob: timestamp must be an integer (ms) with a delay"'],
+    "H12": ['error "ERR glidemq_addJob needs the keys id, stream, scheduled and events (got 0)"'],
+    "H13": ['error "ERR unexpected key format: glide:{probe-edge}:bad:id"'],
+    "H22": ['error "ERR glidemq_pause needs the keys meta and events (got 1)"'],
+    "H23": ['error "ERR glidemq_addFlow: numChildren 1 does not match the keys and arguments '
+            'given"'],
 }
 
 

@@ -42,10 +42,10 @@ class DialectOps:
             if d.pop(key, None) is not None and j is not None:
                 j.put_record("dialect_state", key, None)
             return
-        spec = msgpack.packb(value, use_bin_type=True)
         d[key] = value
         if j is not None:
-            j.put_record("dialect_state", key, {"key": key, "spec": spec})
+            j.put_record("dialect_state", key,
+                         {"key": key, "spec": msgpack.packb(value, use_bin_type=True)})
 
 
 def load_dialect_state(engine, rows) -> int:

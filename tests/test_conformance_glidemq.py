@@ -186,7 +186,7 @@ def redis_port():
 def test_runner_against_redis_before_the_library(redis_port: int) -> None:
     """Sections A and B01..B04 need no library: a fresh Redis passes them all."""
     steps = glidemq.select(GOLDEN, "A,B01-B04")
-    results = Runner("127.0.0.1", redis_port, golden=GOLDEN).run(steps)
+    results = Runner("127.0.0.1", redis_port, golden=GOLDEN, reference=True).run(steps)
     assert [r.status for r in results] == ["PASS"] * 21, [
         glidemq.format_result(r) for r in results if r.status != "PASS"]
 
@@ -229,11 +229,11 @@ def test_runner_statuses(redis_port: int) -> None:
 
 @needs_redis
 def test_cli_exit_status(redis_port: int, capsys) -> None:
-    assert glidemq.main(["--port", str(redis_port), "--only", "A01-A17"]) == 0
+    assert glidemq.main(["--port", str(redis_port), "--only", "A01-A17", "--reference"]) == 0
     out = capsys.readouterr().out
     assert out.count("PASS ") == 17 and "17 pass, 0 fail, 0 known" in out
     # FUNCTION LOAD of the stand-in: Redis refuses a library without functions
-    assert glidemq.main(["--port", str(redis_port), "--only", "B05"]) == 1
+    assert glidemq.main(["--port", str(redis_port), "--only", "B05", "--reference"]) == 1
     assert "FAIL  B05" in capsys.readouterr().out
     assert glidemq.main(["--port", str(redis_port), "--only", "Z01"]) == 2
     assert glidemq.main(["--redis"]) == 2

@@ -39,8 +39,11 @@ class Verbatim:
         self.text = text
 
 
-class NullArray:
+class _NullArray:
     __slots__ = ()
+
+
+NullArray = _NullArray()
 
 
 def _dbl(v: float) -> str:
@@ -99,7 +102,7 @@ def _enc(v, proto, out):
             out.append(b"=%d\r\n%s:%s\r\n" % (len(b) + 4, v.fmt.encode(), b))
         else:
             out.append(b"$%d\r\n%s\r\n" % (len(b), b))
-    elif c is NullArray:
+    elif v is NullArray:
         out.append(b"_\r\n" if proto == 3 else b"*-1\r\n")
     else:
         raise TypeError(f"cannot encode {c.__name__}")

@@ -150,7 +150,6 @@ def _fcall(sess, args, ro: bool):
         return Error(NOT_FOUND)
     if ro:
         return Error("ERR Can not execute a script with write flag using *_ro command.")
-    from .functions_jobs import IMPLEMENTED
     fn = IMPLEMENTED.get(name)
     if fn is None:
         n = name.decode()
@@ -172,6 +171,8 @@ def fcall_ro(sess, args):
     """FCALL_RO: every glidemq function is a writer (golden B11)."""
     return _fcall(sess, args, True)
 
+
+from .functions_jobs import IMPLEMENTED  # noqa: E402  (registers the functions)
 
 __all__ = ["LIBRARY_FUNCTIONS", "FUNCTION_NAMES", "LIBRARY_VERSION", "library_name",
            "parse_numkeys", "wrong_args"]

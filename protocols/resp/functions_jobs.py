@@ -38,8 +38,9 @@ def _s(b: bytes) -> str:
     return b.decode("utf-8", "surrogateescape")
 
 
-def _num(b: str) -> int:
-    """Lua's `tonumber(x) or 0`, as an int (decimal, optionally signed; floats truncate)."""
+def _num(b) -> int:
+    """Lua's `tonumber(x) or 0`, as an int (decimal, optionally signed; floats truncate);
+    `b` is bytes or str."""
     try:
         return int(b)
     except ValueError:
@@ -54,54 +55,75 @@ class Refused(Exception):
     """An argument error answered with `msg` before anything changed."""
 
 
+_KEYS: dict = {}
+
+
 def _queue_key(raw: bytes, suffix: str):
-    """The Key of `<prefix>:{Q}:<suffix>`; Refused otherwise."""
+    """The Key of `<prefix>:{Q}:<suffix>`; Refused otherwise (the last 1024 parsed keys are
+    cached: producers repeat the same few)."""
+    k = _KEYS.get(raw)
+    if k is not None and k.kind == suffix:
+        return k
     k = parse_key(raw)
+    if k is not None and k.kind == suffix and k.arg is None:
+        if len(_KEYS) >= 1024:
+            _KEYS.clear()
+        _KEYS[raw] = k
+        return k
     if k is None or k.kind != suffix or k.arg is not None:
         raise Refused(f"ERR unexpected key format: {_s(raw)}")
     return k
 
 
 def _opts(text: str) -> dict:
+    if text == "{}" or not text:
+        return {}
     try:
-        o = json.loads(text) if text else {}
+        o = json.loads(text)
     except ValueError:
         return {}
     return o if isinstance(o, dict) else {}
 
 
+_EMPTY = b""
+
+
 class JobArgs:
-    """addJob's 17–21 arguments, parsed (see the module docstring)."""
+    """addJob's 17–21 arguments (bytes), parsed (see the module docstring). `data` stays
+    bytes (the payload, byte for byte); texts are str; numbers int."""
 
     __slots__ = ("name", "data", "opts", "ts", "delay", "priority", "parent_id",
                  "max_attempts", "ordering_key", "group_conc", "tb_capacity", "cost", "ttl",
-                 "custom_id", "lifo", "parent_queue", "scheduler", "skip_events", "raw_delay",
-                 "raw_priority", "raw_max")
+                 "custom_id", "lifo", "parent_queue", "scheduler", "skip_events", "raw_delay")
 
     def __init__(self, a: list) -> None:
-        a = [_s(x) for x in a] + [""] * max(0, 21 - len(a))
-        self.name, self.data, self.opts = a[0], a[1], a[2]
-        self.ts = a[3] if a[3] != "" or len(a) > 3 else "nil"
-        self.raw_delay, self.raw_priority = a[4], a[5]
-        self.delay = max(0, _num(a[4]))
-        self.priority = max(0, _num(a[5]))
-        self.parent_id = a[6]
-        self.raw_max = a[7]
-        self.max_attempts = max(0, _num(a[7]))
-        self.ordering_key = a[8]
-        self.group_conc = _num(a[9])
-        self.tb_capacity = _num(a[12])
-        self.cost = _num(a[14])
-        self.ttl = max(0, _num(a[15]))
-        self.custom_id = a[16]
-        if a[17] in ("", "0", "1"):
-            self.lifo = a[17] == "1"
-            self.parent_queue = a[18]
+        n = len(a)
+        if n < 21:
+            a = list(a) + [_EMPTY] * (21 - n)
+        self.name = _s(a[0])
+        self.data = a[1]
+        self.opts = _s(a[2])
+        self.ts = _s(a[3]) if n > 3 else "nil"
+        self.raw_delay = a[4]
+        self.delay = max(0, _num(a[4])) if a[4] else 0
+        self.priority = max(0, _num(a[5])) if a[5] else 0
+        self.parent_id = _s(a[6])
+        self.max_attempts = max(0, _num(a[7])) if a[7] else 0
+        self.ordering_key = _s(a[8])
+        self.group_conc = _num(a[9]) if a[9] else 0
+        self.tb_capacity = _num(a[12]) if a[12] else 0
+        self.cost = _num(a[14]) if a[14] else 0
+        self.ttl = max(0, _num(a[15])) if a[15] else 0
+        self.custom_id = _s(a[16])
+        x = a[17]
+        if x == b"" or x == b"0" or x == b"1":
+            self.lifo = x == b"1"
+            self.parent_queue = _s(a[18])
         else:                          # v41: argument 18 is parentQueue
             self.lifo = False
-            self.parent_queue = a[17]
-        self.scheduler = a[19]
-        self.skip_events = a[20] == "1"
+            self.parent_queue = _s(x)
+        self.scheduler = _s(a[19])
+        self.skip_events = a[20] == b"1"
 
 
 def _ts_int(args: JobArgs, now: int) -> int:
@@ -124,9 +146,17 @@ def _create(sess, prefix: str, queue: str, args: JobArgs, gid: str, flow_deps=No
     ts = _ts_int(args, now)
     base = f"{prefix}:{{{queue}}}"
     opts = _opts(args.opts)
-    g = {"id": gid, "pfx": prefix, "opts": args.opts, "ts": args.ts,
-         "delay": str(args.delay) if args.raw_delay.lstrip("-").isdigit() else "0",
-         "priority": str(args.priority), "maxAttempts": str(args.max_attempts)}
+    g = {"id": gid, "ts": args.ts}   # defaults left out (glide.py): smaller rows
+    if prefix != "glide":
+        g["pfx"] = prefix
+    if args.opts != "{}":
+        g["opts"] = args.opts
+    if args.delay:
+        g["delay"] = str(args.delay)
+    if args.priority:
+        g["priority"] = str(args.priority)
+    if args.max_attempts:
+        g["maxAttempts"] = str(args.max_attempts)
     x = []
     if args.ordering_key:
         seq = int(st.ordering(base).get(args.ordering_key, "0")) + 1
@@ -180,7 +210,7 @@ def _create(sess, prefix: str, queue: str, args: JobArgs, gid: str, flow_deps=No
     ttr = lock if isinstance(lock, int) and not isinstance(lock, bool) and lock > 0 \
         else DEFAULT_LOCK_MS
     uid = uid_of(prefix, queue, gid)
-    id = port.put(queue, args.data.encode("utf-8", "surrogateescape"),
+    id = port.put(queue, args.data,
                   rank(args.priority, args.lifo), delay_ms, ttr, DIALECT, uid,
                   ttl_ms=args.ttl, expire_ms=max(1, ts + args.ttl - now) if args.ttl else 0,
                   max_fails=max(1, args.max_attempts), event="add", ext=ext)
@@ -223,9 +253,7 @@ def _next_id(sess, base: str, custom: str) -> str | None:
         if custom.isdigit() and int(custom) > n:
             st.set_counter(base, int(custom))
         return custom
-    n += 1
-    while sess.port.find(f"{base}:{n}") is not None:   # a custom numeric id took it
-        n += 1
+    n += 1   # free: a numeric custom id above the counter moved it up (str(int) ids)
     st.set_counter(base, n)
     return str(n)
 

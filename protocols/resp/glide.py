@@ -14,9 +14,10 @@ Extras. A job created over RESP carries, in its canonical extras (core.model.Job
 - ``name``: the job name (bunqueue's name too);
 - ``lifo`` (True): glide-mq's LIFO list (canonical: LIFO among its rank);
 - ``timeout`` (ms): `opts.timeout`, the job's processing limit in every dialect;
-- ``glide``: a dict of what only glide-mq reads: ``id`` (str), ``pfx`` (prefix), ``opts``
-  (the option JSON text, verbatim), ``ts`` (the producer's timestamp argument, text),
-  ``delay`` / ``priority`` / ``maxAttempts`` (argument texts as stored in the job hash),
+- ``glide``: a dict of what only glide-mq reads: ``id`` (str), ``pfx`` (prefix; absent:
+  "glide"), ``opts`` (the option JSON text, verbatim; absent: "{}"), ``ts`` (the producer's
+  timestamp argument, text), ``delay`` / ``priority`` / ``maxAttempts`` (texts as stored in
+  the job hash; absent: "0"),
   ``due`` (int: the producer-clock due time of a delayed job, or None), ``x`` (the optional
   hash fields addJob writes, as [field, value] pairs: groupKey, orderingSeq, cost, expireAt,
   parentId, parentQueue, schedulerName, lifo), ``deps`` (a flow parent's deps members, all of
@@ -184,7 +185,7 @@ def job_hash(view) -> list:
     ext = view.ext or {}
     out = [("id", g["id"]), ("name", _text(ext.get("name"))),
            ("data", view.payload.decode("utf-8", "surrogateescape")),
-           ("opts", g.get("opts", "")), ("timestamp", g.get("ts", "")),
+           ("opts", g.get("opts", "{}")), ("timestamp", g.get("ts", "")),
            ("attemptsMade", str(attempts_made(view))), ("delay", g.get("delay", "0")),
            ("priority", g.get("priority", "0")), ("maxAttempts", g.get("maxAttempts", "0"))]
     for f, v in g.get("x") or ():

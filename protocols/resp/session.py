@@ -68,7 +68,7 @@ class Handler:
         self.principal = principal
         access = state.context.access
         self.auth_required = (access is not None and access.has_tokens
-                              and principal is not None and not principal.patterns)
+                              and principal is not None and principal.kind == "nobody")
         self.port = state.port.scoped(principal)
         self.proto = 2
         self.name = None
@@ -167,9 +167,7 @@ def unknown_command(argv: list) -> str:
     return s
 
 
-from .encode import NullArray as _NullArray  # noqa: E402
-
-NULL_ARRAY = _NullArray()
+from .encode import NullArray as NULL_ARRAY  # noqa: E402
 
 
 def connect(state, transport) -> Sequential:

@@ -48,6 +48,7 @@ class GlideState:
         self.groups: set = set()      # stream keys (str) with the consumer group `workers`
         self.next_client_id = 0
         self.connections = 0          # open RESP connections (INFO clients)
+        self._id_keys: dict = {}      # base -> its counter's record key
 
     # ------------------------------------------------------------- library
     @property
@@ -60,12 +61,18 @@ class GlideState:
         self.port.set_dialect_record("glidemq:lib", LIBRARY_NAME if on else None)
 
     # ------------------------------------------------------------- records
+    def _id_key(self, base: str) -> str:
+        k = self._id_keys.get(base)
+        if k is None:
+            k = self._id_keys[base] = f"glidemq:id:{base}"
+        return k
+
     def counter(self, base: str) -> int:
         """The id counter of queue `base` (0 before the first job)."""
-        return self.port.dialect_record(f"glidemq:id:{base}", 0)
+        return self.port.dialect_record(self._id_key(base), 0)
 
     def set_counter(self, base: str, n: int) -> None:
-        self.port.set_dialect_record(f"glidemq:id:{base}", n)
+        self.port.set_dialect_record(self._id_key(base), n)
 
     def meta(self, base: str) -> dict:
         """The meta hash of queue `base` ({} when it has none)."""

@@ -50,7 +50,9 @@ def xgroup_create(sess, args):
                      "(<prefix>:{<queue>}:stream)")
     mk = any(a.upper() == b"MKSTREAM" for a in args[4:])
     st = sess.state
-    name = (key.decode(), group.decode("utf-8", "replace"))
+    if group != b"workers":
+        return Error("ERR jobgate: the consumer group of a glide-mq stream is 'workers'")
+    name = key.decode()
     if name in st.groups:
         return Error("BUSYGROUP Consumer Group name already exists")
     if not mk and st.counter(k.base) == 0 and sess.port.queue(k.queue) is None:
@@ -65,8 +67,8 @@ def xgroup_create(sess, args):
 @command("XGROUP", 4, sub="DESTROY")
 def xgroup_destroy(sess, args):
     """XGROUP DESTROY key group: 1 when it existed, else 0."""
-    name = (args[1].decode("utf-8", "replace"), args[2].decode("utf-8", "replace"))
-    if name in sess.state.groups:
+    name = args[1].decode("utf-8", "replace")
+    if args[2] == b"workers" and name in sess.state.groups:
         sess.state.groups.discard(name)
         return 1
     return 0
@@ -128,8 +130,8 @@ def xreadgroup(sess, args):
         return Error("ERR jobgate: XREADGROUP reads one stream per call")
     key, since = rest
     k = _stream_key(key)
-    name = (key.decode("utf-8", "replace"), group.decode("utf-8", "replace"))
-    if k is None or name not in sess.state.groups:
+    if k is None or group != b"workers" or key.decode("utf-8", "replace") \
+            not in sess.state.groups:
         return _no_group(key)
     if since != b">":
         return _reply(sess, key, [])   # this consumer's history: jobgate keeps none
@@ -140,7 +142,7 @@ def xreadgroup(sess, args):
         sess.need_commit = False
         return _reply(sess, key, [_entry(port.job(r.id)) for r in got])
     if block is None:
-        return None if sess.proto == 3 else NullArray()
+        return None if sess.proto == 3 else NullArray
     timeout = None if block == 0 else block
 
     def answered(r):
@@ -148,14 +150,14 @@ def xreadgroup(sess, args):
         if isinstance(r, Reserved):
             sess.wake(_reply(sess, key, [_entry(port.job(r.id))]))
         else:
-            sess.wake(None if sess.proto == 3 else NullArray())
+            sess.wake(None if sess.proto == 3 else NullArray)
 
     r = port.reserve(owner, [k.queue], timeout, answered)
     from core.api import WAITING, Reserved
     if isinstance(r, Reserved):
         return _reply(sess, key, [_entry(port.job(r.id))])
     if r is not WAITING:
-        return None if sess.proto == 3 else NullArray()
+        return None if sess.proto == 3 else NullArray
     sess.waiting = lambda: port.cancel_wait(owner)
     return WAIT
 
@@ -174,8 +176,8 @@ def xack(sess, args):
     """XACK key group id...: completes each job (empty result) that is reserved; the count
     of those acknowledged."""
     key, group = args[0], args[1]
-    name = (key.decode("utf-8", "replace"), group.decode("utf-8", "replace"))
-    if _stream_key(key) is None or name not in sess.state.groups:
+    if _stream_key(key) is None or group != b"workers" \
+            or key.decode("utf-8", "replace") not in sess.state.groups:
         return 0
     port = sess.port
     n = 0
