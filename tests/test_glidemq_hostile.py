@@ -185,10 +185,10 @@ def test_seeded_random_byte_soups_get_replies_or_a_close(healthy):
 @settings(max_examples=150, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.binary(min_size=1, max_size=600))
-def test_random_bytes_never_crash_the_server(hs, data):
-    replies, closed = probe(hs.glide_port, data, shut=True)
+def test_random_bytes_never_crash_the_server(healthy, data):
+    replies, closed = probe(healthy.glide_port, data, shut=True)
     assert closed
-    assert hs.alive()
+    assert healthy.alive()
 
 
 # ============================================================================== half-sent
