@@ -93,6 +93,8 @@ PROTOCOL_ERRORS = {
     "bulk over max_bulk_bytes": b"*2\r\n$4\r\nECHO\r\n$%d\r\n" % (MAX_BULK + 1),
     "deep nesting": b"*1\r\n" * 100_000,
     "nested array": b"*2\r\n$4\r\nECHO\r\n*1\r\n$1\r\nx\r\n",
+    "array as the command name": b"*1\r\n*1\r\n$4\r\nPING\r\n",
+    "integer argument": b"*2\r\n$4\r\nECHO\r\n:5\r\n",
     "inline over 64 KiB": b"A" * (64 * 1024 + 100),
 }
 
@@ -148,6 +150,14 @@ def test_a_protocol_error_does_not_touch_another_connections_command(healthy):
 def test_inline_commands_are_read_as_redis_reads_them(healthy):
     replies, closed = probe(healthy.glide_port, b"PING\r\nECHO hello\r\nPING\n")
     assert replies == [b"PONG", b"hello", b"PONG"] and not closed
+
+
+@pytest.mark.parametrize("line", [b"+PING", b"-ERR x", b":1", b"$4"])
+def test_a_reply_type_byte_at_the_start_is_an_inline_word(healthy, line):
+    """Redis reads `+PING` as an inline command named `+PING`: unknown command, goes on."""
+    replies, closed = probe(healthy.glide_port, line + b"\r\n" + command("PING"))
+    assert len(replies) == 2 and str(replies[0]).startswith("ERR unknown command"), replies
+    assert replies[1] == b"PONG" and not closed
 
 
 def test_inline_garbage_gets_an_error_reply(healthy):
