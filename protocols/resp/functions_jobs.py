@@ -2,7 +2,8 @@
 "Producer-level functions"; docs/glide-mq.md): version, addJob, dedup, addFlow, pause, resume,
 and the three a Queue calls in the background (tryLock, unlock, sweepSuspended).
 
-Each runs atomically: every check comes before the first change, so an error reply leaves
+This module has addJob and what creation shares; functions_dedup.py, functions_flow.py and
+functions_queue.py the others. Each runs atomically: every check comes before the first change, so an error reply leaves
 nothing behind (Redis's Lua can leave a job hash or a counter step behind an error; jobgate
 does not — except that ERR:COST_EXCEEDS_CAPACITY uses up the id, as the reference does, so
 later ids match).
@@ -296,113 +297,4 @@ def add_job(sess, keys, argv):
         return Error(str(e))
 
 
-@_fn("dedup")
-def dedup(sess, keys, argv):
-    """glidemq_dedup: as addJob after the dedup check of argument 3's mode: simple (skip while
-    the recorded job is unfinished), throttle (skip within ttlMs of the recorded producer
-    timestamp), debounce (replace a recorded job that is still delayed or prioritized, skip
-    one that is waiting or active); any other mode adds without a check. Replies: id,
-    "skipped", "duplicate", "ERR:COST_EXCEEDS_CAPACITY" (golden D01–D13)."""
-    try:
-        if len(keys) < 5:
-            raise Refused(f"ERR glidemq_dedup needs the keys dedup, id, stream, scheduled and "
-                          f"events (got {len(keys)})")
-        dk = _queue_key(keys[0], "dedup")
-        if len(argv) < 3:
-            raise Refused("ERR glidemq_dedup needs dedupId, ttlMs and mode")
-        dedup_id, ttl, mode = _s(argv[0]), _num(_s(argv[1])), _s(argv[2])
-        rest = list(argv[3:])
-        if len(rest) >= 18 and len(rest) <= 20:   # v93: 21 lifo, 22 parentQueue, 23 skip
-            rest = rest[:17] + rest[17:18] + rest[18:19] + [b""] + rest[19:20]
-        args = JobArgs(rest)
-        _ts_int(args, 0)
-        st = sess.state
-        base = dk.base
-        rec = st.dedup(base, dedup_id)
-        port = sess.port
-        if rec is not None and mode in ("simple", "throttle", "debounce"):
-            jid, _, rts = rec.rpartition(":")
-            view = port.lookup(f"{base}:{jid}")
-            if mode == "simple":
-                if view is not None and view.state not in ("completed", "buried"):
-                    return "skipped"
-            elif mode == "throttle":
-                if ttl > 0 and _num(args.ts) - _num(rts) < ttl:
-                    return "skipped"
-            elif view is not None:   # debounce
-                from .glide import state_of
-                s = state_of(view)
-                if s in ("delayed", "prioritized"):
-                    if args.custom_id and port.find(f"{base}:{args.custom_id}") is not None:
-                        return "duplicate"
-                    port.remove(view.id, DIALECT, event="remove")
-                    st.add_event(base, ["event", "removed", "jobId", jid])
-                elif s in ("waiting", "active", "waiting-children"):
-                    return "skipped"
-        gid, reply = _add(sess, keys[1:], rest, "glidemq_dedup")
-        if gid is not None:
-            st.set_dedup(base, dedup_id, f"{gid}:{args.ts}")
-        return reply
-    except Refused as e:
-        return Error(str(e))
-
-
-@_fn("pause")
-def pause(sess, keys, argv):
-    """glidemq_pause: meta paused "1", a `paused` event, the canonical queue paused in every
-    dialect (a beanstalk pause-tube without end); integer 1 (golden F02, F04)."""
-    return _pause(sess, keys, True)
-
-
-@_fn("resume")
-def resume(sess, keys, argv):
-    """glidemq_resume: meta paused "0", a `resumed` event, the queue served again; 1."""
-    return _pause(sess, keys, False)
-
-
-#: A pause without end, as the canonical pause takes a duration (ms): about 100 years.
-PAUSE_FOREVER_MS = 100 * 365 * 86_400_000
-
-
-def _pause(sess, keys, on: bool):
-    name = "glidemq_pause" if on else "glidemq_resume"
-    if len(keys) < 2:
-        return Error(f"ERR {name} needs the keys meta and events (got {len(keys)})")
-    try:
-        k = _queue_key(keys[0], "meta")
-    except Refused as e:
-        return Error(str(e))
-    st = sess.state
-    port = sess.port
-    st.set_meta(k.base, "paused", "1" if on else "0")
-    port.keep(k.queue, True)
-    port.pause(k.queue, PAUSE_FOREVER_MS if on else 0)
-    st.add_event(k.base, ["event", "paused" if on else "resumed", "jobId", "0"])
-    sess.need_commit = True
-    return 1
-
-
-@_fn("tryLock")
-def try_lock(sess, keys, argv):
-    """glidemq_tryLock key token ttlMs: SET NX PX; 1 taken, 0 held (golden G68, G69)."""
-    if not keys or len(argv) < 2:
-        return Error("ERR glidemq_tryLock needs a key, a token and ttlMs")
-    return 1 if sess.state.try_lock(_s(keys[0]), argv[0], _num(_s(argv[1]))) else 0
-
-
-@_fn("unlock")
-def unlock(sess, keys, argv):
-    """glidemq_unlock key token: 1 when the token held the lock, else 0 (golden G71, G72)."""
-    if not keys or not argv:
-        return Error("ERR glidemq_unlock needs a key and a token")
-    return 1 if sess.state.unlock(_s(keys[0]), argv[0]) else 0
-
-
-@_fn("sweepSuspended")
-def sweep_suspended(sess, keys, argv):
-    """glidemq_sweepSuspended: 0 — jobgate has no suspended jobs (a Worker feature; golden
-    G70)."""
-    return 0
-
-
-from . import functions_flow  # noqa: E402,F401  (registers glidemq_addFlow)
+from . import functions_dedup, functions_flow, functions_queue  # noqa: E402,F401  (register)
