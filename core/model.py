@@ -219,6 +219,15 @@ def derived_uid(id: int) -> str:
     return f"{UID_PREFIX}{h[:3]}-8{h[3:6]}-{h[6:]}"
 
 
+def uuid_shaped(uid: str) -> bool:
+    """True when `uid` has a UUID's shape (36 characters, dashes at 8, 13, 18 and 23): what
+    workq clients can parse. A job whose uid is not (a bunqueue custom id, a glide-mq
+    `<prefix>:{Q}:<id>`) is shown to workq by its derived uid, which names it too
+    (docs/mapping.md)."""
+    return (len(uid) == 36 and uid[8] == "-" and uid[13] == "-" and uid[18] == "-"
+            and uid[23] == "-")
+
+
 def parse_derived_uid(uid: str) -> int | None:
     """The job id encoded in a derived uid (see derived_uid), or None when `uid` is not one.
     `uid` must be in canonical lower-case form."""

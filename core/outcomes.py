@@ -26,7 +26,7 @@ from heapq import heapify, heappop, heappush, nsmallest
 
 from . import failures
 from .model import (BURIED, COMPLETED, DELAYED, READY, RESERVED, TIMED_OUT, derived_uid,
-                    parse_derived_uid)
+                    parse_derived_uid, uuid_shaped)
 from .records import Job, Queue, ResultWaiter
 from .transitions import check
 
@@ -46,15 +46,16 @@ class Outcomes:
         return job.uid if job.uid is not None else derived_uid(job.id)
 
     def find_uid(self, uid: str) -> Job | None:
-        """The live job (any state, completed included) whose uid is `uid` (canonical form)."""
+        """The live job (any state, completed included) whose uid is `uid` (canonical form), or
+        whose derived uid it is (a job without a uid, or whose uid is not UUID-shaped)."""
         job = self.by_uid.get(uid)
         if job is not None:
             return job
         id = parse_derived_uid(uid)
         if id is not None:
             job = self.jobs.get(id)
-            if job is not None and job.uid is None:
-                return job
+            if job is not None and (job.uid is None or not uuid_shaped(job.uid)):
+                return job   # its derived uid names it too (workq's view of it)
         return None
 
     def uid_taken(self, uid: str) -> bool:

@@ -176,6 +176,30 @@ def _text(b) -> str:
     return str(b)
 
 
+def return_value(view) -> str:
+    """`returnvalue`: the result as JSON text. A bunqueue ACK's result (a MessagePack value,
+    extras resultFmt 1) is decoded and written as JSON; another result is its text as given
+    (a workq result), "null" when empty (a beanstalk delete, an XACK)."""
+    r = view.result
+    if not r:
+        return "null"
+    if (view.ext or {}).get("resultFmt") == 1:
+        import json
+        import msgpack
+        try:
+            v = msgpack.unpackb(r, raw=False, strict_map_key=False)
+        except ValueError:
+            return _text(r)
+        return json.dumps(v, separators=(",", ":"), ensure_ascii=False, default=_jsonable)
+    return _text(r)
+
+
+def _jsonable(x):
+    if isinstance(x, (bytes, bytearray)):
+        return bytes(x).decode("utf-8", "replace")
+    return str(x)
+
+
 def job_hash(view) -> list:
     """The job hash `glide:{Q}:job:{id}` of a JobView as [(field, value str)] pairs in
     addJob's order (id name data opts timestamp attemptsMade delay priority maxAttempts, the
@@ -199,7 +223,7 @@ def job_hash(view) -> list:
     if fin is not None:
         out.append(("finishedOn", str(fin)))
         if view.state is COMPLETED:
-            out.append(("returnvalue", _text(view.result) or "null"))
+            out.append(("returnvalue", return_value(view)))
         else:
             reason = ext.get("failedReason")
             out.append(("failedReason", _text(reason if reason is not None else view.result)))

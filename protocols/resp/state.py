@@ -129,6 +129,21 @@ class GlideState:
                     out.add(rest[:i + 1])
         return out
 
+    def restore_pauses(self) -> int:
+        """At start (after the jobs are restored): pause again every queue whose meta hash says
+        paused "1" (a canonical pause is not stored; glide-mq's flag is). Returns how many."""
+        from .functions_queue import PAUSE_FOREVER_MS
+        n = 0
+        for key, meta in self.port.dialect_records("glidemq:meta:").items():
+            base = key[len("glidemq:meta:"):]
+            i, j = base.find(":{"), base.rfind("}")
+            if meta.get("paused") == "1" and 0 <= i < j:
+                q = base[i + 2:j]
+                self.port.keep(q, True)
+                self.port.pause(q, PAUSE_FOREVER_MS)
+                n += 1
+        return n
+
     # ------------------------------------------------------------- events
     def next_sid(self) -> str:
         """A new stream entry id `<ms>-<seq>`, greater than every one before (wall ms; the
@@ -174,6 +189,7 @@ def make_state(port, options: dict, context) -> GlideState:
     from .policy import install
     st = GlideState(port, options, context)
     install(port)
+    st.restore_pauses()
     return st
 
 

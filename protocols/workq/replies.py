@@ -12,6 +12,7 @@ it sends (the reference says 2); a payload containing CR or LF is left out of in
 from __future__ import annotations
 
 from core.api import BURIED, COMPLETED, DELAYED, RESERVED
+from core.model import derived_uid, uuid_shaped
 
 from .values import format_time
 
@@ -79,7 +80,7 @@ def job_entry(job) -> bytes:
         keys.append(b"time " + format_time(job.sched_ms).encode())
     elif job.state is DELAYED:   # delayed through another dialect: when it becomes ready
         keys.append(b"time " + format_time(job.due_ms).encode())
-    head = b"%s %d\r\n" % (job.uid.encode(), len(keys))
+    head = b"%s %d\r\n" % (wire_uid(job.uid, job.id).encode(), len(keys))
     return head + b"\r\n".join(keys) + b"\r\n"
 
 
@@ -93,17 +94,25 @@ def queue_entry(name: str, ready: int, scheduled: int) -> bytes:
     return b"%s 2\r\nready-len %d\r\nscheduled-len %d\r\n" % (name.encode(), ready, scheduled)
 
 
+def wire_uid(uid: str, id: int) -> str:
+    """The id workq shows for a job: its uid when UUID-shaped, else its derived uid (a
+    bunqueue custom id, a glide-mq job; docs/mapping.md), which workq commands accept too."""
+    return uid if uuid_shaped(uid) else derived_uid(id)
+
+
 def lease_reply(uid: str, job) -> bytes:
     """`+OK 1`, `<id> <name> <ttr> <payload-size>`, payload."""
     p = job.payload
-    return b"+OK 1\r\n%s %s %d %d\r\n%s\r\n" % (uid.encode(), job.queue.encode(), job.ttr_ms,
+    return b"+OK 1\r\n%s %s %d %d\r\n%s\r\n" % (wire_uid(uid, job.id).encode(),
+                                                job.queue.encode(), job.ttr_ms,
                                                 len(p), p)
 
 
 def result_reply(uid: str, job) -> bytes:
     """`+OK 1`, `<id> <success> <result-size>`, result (result and run)."""
     r = job.result
-    return b"+OK 1\r\n%s %d %d\r\n%s\r\n" % (uid.encode(), 1 if job.result_ok else 0, len(r), r)
+    return b"+OK 1\r\n%s %d %d\r\n%s\r\n" % (wire_uid(uid, job.id).encode(),
+                                              1 if job.result_ok else 0, len(r), r)
 
 
 def server_reply(active_clients: int, evicted: int, started_ms: int) -> bytes:
