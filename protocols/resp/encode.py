@@ -1,108 +1,213 @@
-"""TEMPORARY encoder (replaced by the codec branch)."""
+"""RESP replies, RESP2 and RESP3, as Redis 7.0 writes them (sans-IO: values in, bytes out).
+
+`encode(value, proto)` maps Python values and the marker types below to reply bytes; `proto`
+is the connection's protocol (2 until `HELLO 3`). Each type's bytes were checked against a
+scratch redis-server 7.0.15 (tests/test_resp_codec.py keeps them):
+
+| value                  | RESP3                     | RESP2                            |
+| ---------------------- | ------------------------- | -------------------------------- |
+| `int`                  | `:n`                      | `:n`                             |
+| `bool`                 | `#t` / `#f`               | `:1` / `:0` (addReplyBool)       |
+| `bytes`, `str` (UTF-8) | `$len` bulk               | same                             |
+| `None`                 | `_`                       | `$-1` (null bulk)                |
+| `NullArray`            | `_`                       | `*-1` (BLPOP timeout, XREAD)     |
+| `list`, `tuple`        | `*n` array                | same                             |
+| `Simple(s)`            | `+s`                      | same                             |
+| `Error(s)`             | `-s` (s as given)         | same                             |
+| `Map(pairs)`           | `%n` k v ...              | `*2n` flat array (HGETALL)       |
+| `Set(items)`           | `~n`                      | `*n` (SMEMBERS)                  |
+| `Push(items)`          | `>n`                      | `*n` (pub/sub messages)          |
+| `Double(x)`, `float`   | `,x`                      | bulk of the same text (ZSCORE)   |
+| `Verbatim(fmt, text)`  | `=len` `fmt:text`         | bulk of text (INFO)              |
+
+Doubles are written as Redis 7.0's addReplyDouble does: C `%.17g` (1.1 -> 1.1000000000000001,
+21990232555520 -> 21990232555520, 1e17 -> 1e+17), `inf` / `-inf`. (Redis 7.2 changed this to
+the shortest round-trip text; the golden is 7.0.)
+Status and error texts never carry CR or LF: they are replaced by spaces, as Redis does for
+its formatted errors, so a reply can never break the framing.
+
+Fast paths for the hot replies: `bulk`, `simple`, `error`, `integer`, and the constants `OK`,
+`PONG`, `NULL_BULK`, `NULL3`.
+"""
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import NamedTuple
+
+CRLF = b"\r\n"
+OK = b"+OK\r\n"
+PONG = b"+PONG\r\n"
+NULL_BULK = b"$-1\r\n"      # RESP2 null
+NULL_ARRAY2 = b"*-1\r\n"    # RESP2 null array
+NULL3 = b"_\r\n"            # RESP3 null
+
+_BULK_HEAD = [b"$%d\r\n" % i for i in range(1024)]
 
 
 class Simple(str):
+    """A status reply, `+text` (e.g. Simple("OK"))."""
     __slots__ = ()
 
 
 class Error(str):
+    """An error reply, `-text`, text as given with its code (e.g. "ERR Function not found",
+    "WRONGTYPE Operation against a key holding the wrong kind of value"). Raw bytes from a
+    request can be carried as str decoded with errors="surrogateescape"."""
     __slots__ = ()
 
 
-class Map:
-    __slots__ = ("pairs",)
-
-    def __init__(self, pairs):
-        self.pairs = list(pairs.items()) if isinstance(pairs, dict) else pairs
+class Double(float):
+    """A RESP3 double (RESP2: a bulk string of the same text)."""
+    __slots__ = ()
 
 
-class Set:
-    __slots__ = ("items",)
-
-    def __init__(self, items):
-        self.items = items
+class Set(list):
+    """A RESP3 set of items (RESP2: an array)."""
+    __slots__ = ()
 
 
-class Double:
-    __slots__ = ("value",)
-
-    def __init__(self, value):
-        self.value = value
+class Push(list):
+    """A RESP3 push of items (RESP2: an array)."""
+    __slots__ = ()
 
 
-class Verbatim:
-    __slots__ = ("fmt", "text")
+class Map(list):
+    """A RESP3 map: a list of (key, value) pairs, or built from a dict (RESP2: a flat array
+    k1, v1, k2, v2 ...)."""
+    __slots__ = ()
 
-    def __init__(self, fmt, text):
-        self.fmt = fmt
-        self.text = text
+    def __init__(self, pairs=()):
+        super().__init__(pairs.items() if isinstance(pairs, Mapping) else pairs)
+
+
+class Verbatim(NamedTuple):
+    """A RESP3 verbatim string: `fmt` is three characters ("txt", "mkd"), `text` the body
+    (RESP2: a bulk of `text`)."""
+    fmt: str
+    text: bytes | str
 
 
 class _NullArray:
     __slots__ = ()
 
+    def __repr__(self):
+        return "NullArray"
 
+
+#: The null array: RESP2 `*-1`, RESP3 `_` (a BLPOP timeout, XREAD with nothing new).
 NullArray = _NullArray()
 
 
-def _dbl(v: float) -> str:
-    if v == float("inf"):
-        return "inf"
-    if v == float("-inf"):
-        return "-inf"
-    if v == int(v) and abs(v) < 1e17:
-        return str(int(v))
-    return repr(v)
+def _text(s) -> bytes:
+    b = s if type(s) is bytes else str(s).encode("utf-8", "surrogateescape")
+    if b"\r" in b or b"\n" in b:
+        b = b.replace(b"\r", b" ").replace(b"\n", b" ")
+    return b
 
 
-def encode(v, proto: int) -> bytes:
+def bulk(b: bytes | str) -> bytes:
+    """A bulk string reply: `$len\\r\\n` data `\\r\\n` (str as UTF-8)."""
+    if type(b) is not bytes:
+        b = b.encode("utf-8", "surrogateescape") if isinstance(b, str) else bytes(b)
+    n = len(b)
+    if n < 1024:
+        return _BULK_HEAD[n] + b + CRLF
+    return b"$%d\r\n%s\r\n" % (n, b)
+
+
+def simple(s: str | bytes) -> bytes:
+    """A status reply: `+s\\r\\n`."""
+    return b"+" + _text(s) + CRLF
+
+
+def error(s: str | bytes) -> bytes:
+    """An error reply: `-s\\r\\n`, s with its code ("ERR ...", "WRONGTYPE ...")."""
+    return b"-" + _text(s) + CRLF
+
+
+def integer(n: int) -> bytes:
+    """An integer reply: `:n\\r\\n`."""
+    return b":%d\r\n" % n
+
+
+def format_double(x: float) -> bytes:
+    """`x` as Redis 7.0 prints a double: `%.17g`, `inf`, `-inf`."""
+    if x != x:
+        return b"nan"
+    if x in (float("inf"), float("-inf")):
+        return b"inf" if x > 0 else b"-inf"
+    return b"%.17g" % x
+
+
+def null(proto: int) -> bytes:
+    """The null reply: RESP2 `$-1`, RESP3 `_`."""
+    return NULL3 if proto >= 3 else NULL_BULK
+
+
+def encode(value, proto: int = 2) -> bytes:
+    """The reply bytes for `value` (module table) on a connection speaking RESP`proto`
+    (2 or 3). Raises TypeError for a value of any other type."""
+    t = type(value)
+    if t is bytes:
+        return bulk(value)
+    if t is int:
+        return b":%d\r\n" % value
     out = []
-    _enc(v, proto, out)
+    _encode(value, proto >= 3, out.append)
     return b"".join(out)
 
 
-def _enc(v, proto, out):
-    c = v.__class__
-    if c is bytes:
-        out.append(b"$%d\r\n%s\r\n" % (len(v), v))
-    elif c is str:
-        b = v.encode("utf-8", "surrogateescape")
-        out.append(b"$%d\r\n%s\r\n" % (len(b), b))
-    elif c is int or c is bool:
-        out.append(b":%d\r\n" % v)
+def _encode(v, r3: bool, put) -> None:
+    t = type(v)
+    if t is bytes:
+        n = len(v)
+        put(_BULK_HEAD[n] if n < 1024 else b"$%d\r\n" % n)
+        put(v)
+        put(CRLF)
+    elif t is int:
+        put(b":%d\r\n" % v)
+    elif t is str:
+        put(bulk(v))
     elif v is None:
-        out.append(b"_\r\n" if proto == 3 else b"$-1\r\n")
-    elif c is Simple:
-        out.append(b"+%s\r\n" % v.encode())
-    elif c is Error:
-        out.append(b"-%s\r\n" % v.encode())
-    elif c is list or c is tuple:
-        out.append(b"*%d\r\n" % len(v))
+        put(NULL3 if r3 else NULL_BULK)
+    elif t is list or t is tuple:
+        put(b"*%d\r\n" % len(v))
         for x in v:
-            _enc(x, proto, out)
-    elif c is Map:
-        if proto == 3:
-            out.append(b"%%%d\r\n" % len(v.pairs))
+            _encode(x, r3, put)
+    elif t is Map:
+        put(b"%%%d\r\n" % len(v) if r3 else b"*%d\r\n" % (2 * len(v)))
+        for k, x in v:
+            _encode(k, r3, put)
+            _encode(x, r3, put)
+    elif t is Simple:
+        put(simple(v))
+    elif t is Error:
+        put(error(v))
+    elif t is Set or t is Push:
+        put(b"%s%d\r\n" % ((b"~" if t is Set else b">") if r3 else b"*", len(v)))
+        for x in v:
+            _encode(x, r3, put)
+    elif t is Double or t is float:
+        d = format_double(v)
+        put(b"," + d + CRLF if r3 else bulk(d))
+    elif t is bool:
+        put((b"#t\r\n" if v else b"#f\r\n") if r3 else (b":1\r\n" if v else b":0\r\n"))
+    elif t is Verbatim:
+        text = v.text if type(v.text) is bytes else v.text.encode("utf-8", "surrogateescape")
+        if r3:
+            fmt = v.fmt.encode("ascii")
+            if len(fmt) != 3:
+                raise ValueError(f"verbatim format must be 3 characters, not {v.fmt!r}")
+            put(b"=%d\r\n%s:%s\r\n" % (len(text) + 4, fmt, text))
         else:
-            out.append(b"*%d\r\n" % (2 * len(v.pairs)))
-        for k, x in v.pairs:
-            _enc(k, proto, out)
-            _enc(x, proto, out)
-    elif c is Set:
-        out.append((b"~%d\r\n" if proto == 3 else b"*%d\r\n") % len(v.items))
-        for x in v.items:
-            _enc(x, proto, out)
-    elif c is Double:
-        s = _dbl(v.value).encode()
-        out.append(b",%s\r\n" % s if proto == 3 else b"$%d\r\n%s\r\n" % (len(s), s))
-    elif c is Verbatim:
-        b = v.text.encode()
-        if proto == 3:
-            out.append(b"=%d\r\n%s:%s\r\n" % (len(b) + 4, v.fmt.encode(), b))
-        else:
-            out.append(b"$%d\r\n%s\r\n" % (len(b), b))
+            put(bulk(text))
     elif v is NullArray:
-        out.append(b"_\r\n" if proto == 3 else b"*-1\r\n")
+        put(NULL3 if r3 else NULL_ARRAY2)
+    elif isinstance(v, (bytearray, memoryview)):
+        put(bulk(bytes(v)))
+    elif isinstance(v, int):          # an int subclass (IntEnum ...)
+        put(b":%d\r\n" % int(v))
+    elif isinstance(v, (list, tuple)):
+        _encode(list(v), r3, put)
     else:
-        raise TypeError(f"cannot encode {c.__name__}")
+        raise TypeError(f"no RESP encoding for {t.__name__}")

@@ -85,7 +85,7 @@ class Handler:
         if item.__class__ is not list:
             if item is CLOSE:
                 return QUIT
-            return encode(Error(f"ERR Protocol error: {item.message}"), self.proto)
+            return item.reply   # a ProtocolError: Redis's text (b"" when silent), then close
         name = item[0].upper()
         cmd = COMMANDS.get(name)
         if cmd is None:
