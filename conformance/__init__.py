@@ -17,4 +17,13 @@ Modules:
 - ``workq_client``      a small blocking workq client and the workq reply framing.
 - ``workq_known_differences`` jobgate's deliberate differences from workq (W1..W8) as data.
 - ``workq_scenarios_*`` the workq scenarios, by section, and their building blocks (common).
+- ``glidemq``           the glide-mq over RESP golden replay (228 steps) and its CLI.
+- ``glidemq_golden``    the glide-mq golden file: sections, steps, commands, placeholders.
+- ``glidemq_notation``  the golden's typed reply notation (``Node`` trees) and R's Python reprs.
+- ``glidemq_resp``      a small typed RESP2/RESP3 decoder and blocking connection.
+- ``glidemq_compare``   golden vs live replies with the golden's normalisation.
+- ``glidemq_pyclient``  the golden's redis-py section (R), played with redis-py.
+- ``glidemq_runner``    plays the steps on their connections and judges them.
+- ``glidemq_known_differences`` jobgate's deliberate glide-mq differences (KNOWN,
+  JOBGATE_EXPECTS) as data.
 """

@@ -17,7 +17,8 @@ operation cannot bypass the check):
   and removes only those (others are absent: None / False).
   Cron (issue 16): cron_get / cron_delete / cron_list see the cron schedules of allowed
   queues only (cron_set is QUEUE_ARG).
-- PASS: names no queue or job (clock, server counts, owners, timers, ids).
+- PASS: names no queue or job (clock, server counts, owners, timers, ids; a dialect's own
+  records, whose keys the dialect checks against the queue they name).
 
 Costs nothing for the default configuration: `Port.scoped(None)` and a principal allowed `*`
 return the port itself.
@@ -53,7 +54,8 @@ PASS = ("clock", "persistence", "restore", "tick", "next_due", "set_wakeup", "se
         "new_owner", "owner_idle", "release_owner", "cancel_wait", "burn_id", "uid_taken",
         "dependency_met", "cancel_result_wait", "create", "of", "scoped", "storage_down",
         "set_storage_state", "storage_state", "webhook_stats", "webhooks_version",
-        "set_webhook_allow", "restore_webhooks", "webhook_delivered", "on_webhooks_changed")
+        "set_webhook_allow", "restore_webhooks", "webhook_delivered", "on_webhooks_changed",
+        "dialect_records", "dialect_record", "set_dialect_record")
 
 
 class ScopedPort:

@@ -30,6 +30,7 @@ from .model import (BURIED, COMPLETED, DEADLINE_SOON, DELAYED, READY, RESERVED, 
                     QueueView, Reserved, ServerStats, parse_derived_uid)
 from .records import Job, Owner as _Owner
 from .store_port import StoreLocked, StorePort
+from .port_dialect import DialectOps, load_dialect_state as _load_dialect_state
 from .port_flows import FlowOps
 from .port_jobs import JobOps
 from .port_settings import SettingsOps
@@ -76,7 +77,7 @@ def open_store(url: str, sqlite_synchronous: str = "NORMAL"):
     return Store(url, sqlite_synchronous)
 
 
-class Port(JobOps, FlowOps, WebhookOps, SettingsOps):
+class Port(JobOps, FlowOps, WebhookOps, SettingsOps, DialectOps):
     """The engine port (see the module docstring). Build one with `Port.create()`, or wrap an
     engine with `Port.of(engine)` (one port per engine).
 
@@ -124,10 +125,11 @@ class Port(JobOps, FlowOps, WebhookOps, SettingsOps):
         """Load every stored job into the (empty) engine from `store` (StorePort): reserved
         jobs ready again, except stored leases (core/leases.py); and the stored queue
         settings (rate and concurrency limits, stall config: core/limits.py) and cron schedules
-        (core/cron.py: runs missed while down follow their skip-missed rule). Returns how many
-        jobs."""
+        (core/cron.py: runs missed while down follow their skip-missed rule), and the dialect
+        records (core/port_dialect.py). Returns how many jobs."""
         from .recovery import restore
         self._engine.load_settings(store.load_records("queue_settings"))
+        _load_dialect_state(self._engine, store.load_records("dialect_state"))
         n = restore(self._engine, store.stream())
         self._engine.cron.restore(store.load_records("cron_schedules"))
         return n

@@ -95,6 +95,7 @@ class Engine(Queues, Scheduling, Outcomes, Extras, Flows, Limits):
         self.unique: dict = {}       # (queue, dedup key) -> unfinished Job (core.extras)
         self.dependents: dict = {}   # uid -> ids of jobs waiting for it to complete
         self.cron = CronTable(self)  # cron schedules (core/cron.py), fired from tick()
+        self.dialect_state: dict = {}   # dialect records (core/port_dialect.py)
         for name in pinned:
             self.queue(name)
 
@@ -415,6 +416,9 @@ class Engine(Queues, Scheduling, Outcomes, Extras, Flows, Limits):
                           or (job.state is RESERVED and job.owner is not owner)):
             return False
         prev = job.state
+        if owner is not None and prev is RESERVED and not force \
+                and self.policy(job).delete_completes:
+            return self.complete(job, b"", owner.dialect)   # its producer sees it completed
         row = check(prev, event, GONE)
         q = self.queues[job.queue]
         self._leave(job, q)

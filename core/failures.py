@@ -41,6 +41,14 @@ class JobPolicy(NamedTuple):
     of those dead-lettered jobs ({max} is maxAttempts, {stalls} the expiries);
     `timeout_error`: the failure text when a job's own timeout ends a reservation (core/extras.py
     key ``timeout``); `backoff`: None, or fn(job, attempt) -> ms to wait before that retry.
+
+    Finishing (glide-mq, issue 17; docs/mapping.md): `delete_completes`: a delete by the owner
+    that reserved the job (beanstalk's only word for success) completes it with an empty result
+    instead of removing it, so its producer sees it completed; `stamp_finish`: a job that
+    completes or fails for good gets extras key ``finishedOn`` (wall ms) in that transition;
+    `remove_completed` / `remove_failed`: None, or fn(ext) -> bool: True removes the job
+    (history event `remove`) once it completed / failed for good (glide-mq's
+    removeOnComplete / removeOnFail).
     """
 
     stall_counts_attempt: bool = False
@@ -50,6 +58,10 @@ class JobPolicy(NamedTuple):
     stalled_error: str = "Lock expired after {stalls} renewals"
     timeout_error: str = "Job timeout exceeded"
     backoff: object = None
+    delete_completes: bool = False
+    stamp_finish: bool = False
+    remove_completed: object = None
+    remove_failed: object = None
 
 
 DEFAULT_POLICY = JobPolicy()

@@ -101,6 +101,11 @@ class Outcomes:
         failure's text for them (str, bytes or None; default: the result bytes)."""
         job.result = result
         job.result_ok = ok
+        pol = self.policies.get(job.dialect)
+        if pol is not None and pol.stamp_finish:
+            ext = dict(job.ext) if job.ext else {}
+            ext["finishedOn"] = self.clock.wall_ms()
+            job.ext = ext
         if ok:
             job.state = COMPLETED
             job.hver += 1
@@ -126,6 +131,10 @@ class Outcomes:
                     w.callback(job)
             if run:   # workq: a run's job is deleted once it has answered
                 self.delete(None, job.id, "jobgate", force=True)
+        if pol is not None and job.id in self.jobs:
+            rm = pol.remove_completed if ok else pol.remove_failed
+            if rm is not None and rm(job.ext):   # glide-mq removeOnComplete / removeOnFail
+                self.delete(None, job.id, dialect, force=True, event="remove")
 
     def complete(self, job: Job, result: bytes, dialect: str) -> bool:
         """Finish `job` successfully with `result` (any state, whoever holds it: workq

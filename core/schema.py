@@ -110,8 +110,19 @@ webhooks = sa.Table(
     sa.Column("spec", sa.LargeBinary, nullable=False),   # events, queue, secret, enabled
 )
 
+# A dialect's own small records (migration 0008, issue 17): what a dialect keeps beside the
+# jobs and no other dialect reads (glide-mq's per-queue id counters, dedup entries, ordering
+# counters, its function library flag). `key` starts with the dialect's name; `spec` is one
+# MessagePack value owned by that dialect (core/port_dialect.py).
+dialect_state = sa.Table(
+    "dialect_state", metadata,
+    sa.Column("key", sa.String(1024), primary_key=True),
+    sa.Column("spec", sa.LargeBinary, nullable=False),
+)
+
 #: The keyed record tables, by name: table -> its key column (StorePort.write `records`).
-RECORD_TABLES = {"cron_schedules": "name", "queue_settings": "queue", "webhooks": "id"}
+RECORD_TABLES = {"cron_schedules": "name", "queue_settings": "queue", "webhooks": "id",
+                 "dialect_state": "key"}
 
 #: Column order of rows for StorePort.insert_jobs (core/storage.py): new jobs whose counters are
 #: all zero (the common case).

@@ -5,13 +5,14 @@ and `--listen`, default ports, the dialects' config sections and the CLI's help 
 """
 from __future__ import annotations
 
-from protocols import beanstalk, bunqueue, workq
+from protocols import beanstalk, bunqueue, resp, workq
 
 #: name -> Registration, in the order listeners start and help lists them.
 DIALECTS = {r.name: r for r in (
     beanstalk.REGISTRATION,
     workq.REGISTRATION,
     bunqueue.REGISTRATION,
+    resp.REGISTRATION,
 )}
 
 

@@ -134,6 +134,7 @@ def test_the_cli_help_lists_the_registered_dialects(with_echo, capsys):
     out = " ".join(capsys.readouterr().out.split())   # as printed, without the wrapping
     assert "echo (7777: a toy protocol for this test)" in out
     assert "beanstalk (11300" in out and "bunqueue (6789" in out and "workq (9922" in out
+    assert "glidemq (6380" in out
 
 
 def test_registry_is_light_and_exports_stay_reachable():
@@ -148,7 +149,7 @@ def test_registry_is_light_and_exports_stay_reachable():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True,
                          text=True, cwd=ROOT).stdout
     assert eval(out) == ["protocols.beanstalk", "protocols.bunqueue", "protocols.contract",
-                         "protocols.workq"]
+                         "protocols.resp", "protocols.workq"]
     from protocols import beanstalk, bunqueue, workq
     from protocols.bunqueue import codec
     assert bunqueue.MAX_FRAME == codec.MAX_FRAME

@@ -1,0 +1,57 @@
+"""The port's dialect records (a base of core.api.Port): small values a dialect keeps beside
+the jobs that no other dialect reads, stored in table dialect_state (migration 0008) and
+loaded back at start. glide-mq (protocols/resp) keeps its per-queue id counters, dedup
+entries, ordering counters and function-library flag here (docs/glide-mq.md).
+
+A record is a key (str, starting with the dialect's name, at most 1024 bytes) and a value
+(anything MessagePack encodes: dicts, lists, str, bytes, ints). `set_dialect_record` stores it
+with the next commit, in the same transaction as the job changes made before it: a glide-mq
+addJob's new job and its queue's id counter commit together, so a kill -9 can neither lose the
+job nor reuse its id. In memory mode the records live as long as the process.
+
+Units: none (values are the dialect's). `self._engine` is the engine behind the port.
+"""
+from __future__ import annotations
+
+import msgpack
+
+
+class DialectOps:
+    """Dialect records (see the module docstring); expects `self._engine` and
+    `self._journal` (None in memory mode)."""
+
+    def dialect_records(self, prefix: str) -> dict:
+        """Every record whose key starts with `prefix`, as {key: value} (values are the
+        live objects: do not change them in place; set a new value instead)."""
+        d = self._engine.dialect_state
+        return {k: v for k, v in d.items() if k.startswith(prefix)}
+
+    def dialect_record(self, key: str, default=None):
+        """The value of record `key`, or `default`."""
+        return self._engine.dialect_state.get(key, default)
+
+    def set_dialect_record(self, key: str, value) -> None:
+        """Store `value` under `key` (None: delete the record) with the next commit.
+        Raises TypeError when MessagePack cannot encode `value`; ValueError for a key over
+        1024 bytes."""
+        if len(key.encode()) > 1024:
+            raise ValueError("dialect record key longer than 1024 bytes")
+        d = self._engine.dialect_state
+        j = self._journal
+        if value is None:
+            if d.pop(key, None) is not None and j is not None:
+                j.put_record("dialect_state", key, None)
+            return
+        d[key] = value
+        if j is not None:
+            j.put_record("dialect_state", key,
+                         {"key": key, "spec": msgpack.packb(value, use_bin_type=True)})
+
+
+def load_dialect_state(engine, rows) -> int:
+    """Install stored dialect records (rows of store.load_records("dialect_state")) into
+    `engine.dialect_state` at start; returns how many."""
+    d = engine.dialect_state
+    for r in rows:
+        d[r["key"]] = msgpack.unpackb(r["spec"], raw=False, strict_map_key=False)
+    return len(rows)
