@@ -48,7 +48,8 @@ class JobPolicy(NamedTuple):
     completes or fails for good gets extras key ``finishedOn`` (wall ms) in that transition;
     `remove_completed` / `remove_failed`: None, or fn(ext) -> bool: True removes the job
     (history event `remove`) once it completed / failed for good (glide-mq's
-    removeOnComplete / removeOnFail).
+    removeOnComplete / removeOnFail); `backoff_on_fail`: an explicit failure that retries and
+    brings no delay of its own (a workq `fail`) waits for `backoff` (the creator's rule).
     """
 
     stall_counts_attempt: bool = False
@@ -62,6 +63,7 @@ class JobPolicy(NamedTuple):
     stamp_finish: bool = False
     remove_completed: object = None
     remove_failed: object = None
+    backoff_on_fail: bool = False
 
 
 DEFAULT_POLICY = JobPolicy()

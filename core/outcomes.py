@@ -169,6 +169,10 @@ class Outcomes:
         if not unrecoverable and job.fails < job.max_fails and not (
                 job.max_attempts and job.reserves >= job.max_attempts):
             if prev is RESERVED:
+                if not backoff_ms:
+                    pol = self.policies.get(job.dialect)
+                    if pol is not None and pol.backoff_on_fail and pol.backoff is not None:
+                        backoff_ms = pol.backoff(job, job.fails)   # the creator's backoff
                 row = check(prev, "fail", DELAYED if backoff_ms > 0 else READY)
                 self._leave(job, q)
                 self._to_state(job, q, backoff_ms)

@@ -319,3 +319,23 @@ def test_auth_with_a_bunqueue_token_scopes_the_connection():
     c2 = Conn(Handler(srv.state, NOBODY))
     r = c2("HELLO", 3, "AUTH", "default", "s3cret")
     assert r[b"proto"] == 3 and c2.h.proto == 3   # a RESP3 map
+
+
+def test_attempts_and_backoff_from_opts_apply_to_a_failure_from_any_dialect(srv, c):
+    add(c, "q", opts='{"attempts":3,"backoff":{"type":"exponential","delay":1000}}')
+    jid = job(srv, "q", "1").id
+    o = srv.port.new_owner("workq")
+    delays = []
+    for attempt in range(3):
+        (r,) = srv.port.reserve_many(o, "q", 1)
+        assert r.id == jid
+        outcome = srv.port.fail(jid, b"boom", "workq")   # workq brings no delay of its own
+        v = srv.port.job(jid)
+        if outcome == "retried":
+            delays.append(v.left_ms)
+            srv.clock.advance(v.left_ms)
+            srv.port.tick()
+    assert delays == [1000, 2000] and outcome == "dead"
+    assert srv.port.job(jid).state == "buried"        # glide-mq's `failed`
+    add(c, "q", opts='{"lifo":true}')                # lifo from opts alone
+    assert job(srv, "q", "2").ext.get("lifo") is True

@@ -197,7 +197,8 @@ def _create(sess, prefix: str, queue: str, args: JobArgs, gid: str, flow_deps=No
     if "removeOnFail" in opts:
         g["rof"] = opts["removeOnFail"]
     ext = {"name": args.name, "glide": g}
-    if args.lifo and args.priority == 0:
+    lifo = args.lifo or opts.get("lifo") is True
+    if lifo and args.priority == 0:
         ext["lifo"] = True
     timeout = opts.get("timeout")
     if isinstance(timeout, int) and not isinstance(timeout, bool) and timeout > 0:
@@ -211,10 +212,14 @@ def _create(sess, prefix: str, queue: str, args: JobArgs, gid: str, flow_deps=No
     ttr = lock if isinstance(lock, int) and not isinstance(lock, bool) and lock > 0 \
         else DEFAULT_LOCK_MS
     uid = uid_of(prefix, queue, gid)
+    attempts = args.max_attempts
+    a = opts.get("attempts")
+    if isinstance(a, int) and not isinstance(a, bool) and a > attempts:
+        attempts = a
     id = port.put(queue, args.data,
-                  rank(args.priority, args.lifo), delay_ms, ttr, DIALECT, uid,
+                  rank(args.priority, lifo), delay_ms, ttr, DIALECT, uid,
                   ttl_ms=args.ttl, expire_ms=max(1, ts + args.ttl - now) if args.ttl else 0,
-                  max_fails=max(1, args.max_attempts), event="add", ext=ext)
+                  max_fails=attempts if attempts > 1 else 0, event="add", ext=ext)
     if parent_member is not None:
         _register_child(sess, parent_member, uid)
     if event and not args.skip_events:

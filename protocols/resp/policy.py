@@ -1,7 +1,8 @@
 """How the engine treats jobs glide-mq producers create (core.api.JobPolicy; docs/mapping.md,
 "glide-mq"): a beanstalk `delete` of a reserved job completes it (its producer polls
 `HGET … state` and must see `completed`), finishing stamps `finishedOn`, glide-mq's
-removeOnComplete / removeOnFail remove it, and a retry waits for glide-mq's backoff.
+removeOnComplete / removeOnFail remove it, and a retry (after a failure from any dialect that
+brings no delay of its own, or a job timeout) waits for glide-mq's backoff.
 """
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ def backoff_ms(job, attempt: int) -> int:
 
 GLIDEMQ_POLICY = JobPolicy(delete_completes=True, stamp_finish=True,
                            remove_completed=_remove_completed, remove_failed=_remove_failed,
-                           backoff=backoff_ms)
+                           backoff=backoff_ms, backoff_on_fail=True)
 
 
 def install(port) -> None:
