@@ -158,12 +158,50 @@ def _create(sess, prefix: str, queue: str, args: JobArgs, gid: str, flow_deps=No
         g["priority"] = str(args.priority)
     if args.max_attempts:
         g["maxAttempts"] = str(args.max_attempts)
+    if args.ordering_key or args.cost > 0 or args.ttl > 0 or args.parent_id \
+            or args.scheduler or args.lifo:
+        g["x"] = _optional_fields(st, base, args, ts)
+    due = None
+    delay_ms = 0
+    if args.delay > 0:
+        due = ts + args.delay
+        g["due"] = due
+        delay_ms = max(1, due - now)
+    ext = {"name": args.name, "glide": g}
+    lifo = args.lifo
+    ttr = DEFAULT_LOCK_MS
+    attempts = args.max_attempts
+    if opts:   # options that live only in the JSON (absent from the common "{}")
+        lifo = lifo or opts.get("lifo") is True
+        ttr, attempts = _json_options(opts, g, ext, attempts)
+    if lifo and args.priority == 0:
+        ext["lifo"] = True
+    if flow_deps:
+        g["deps"] = list(flow_deps)
+        unmet = [d for d in flow_deps if not port.dependency_met(d)]
+        if unmet:
+            ext["deps"] = unmet
+    uid = uid_of(prefix, queue, gid)
+    id = port.put(queue, args.data,
+                  rank(args.priority, lifo), delay_ms, ttr, DIALECT, uid,
+                  ttl_ms=args.ttl, expire_ms=max(1, ts + args.ttl - now) if args.ttl else 0,
+                  max_fails=attempts if attempts > 1 else 0, event="add", ext=ext)
+    if parent_member is not None:
+        _register_child(sess, parent_member, uid)
+    if event and not args.skip_events:
+        st.add_event(base, ["event", "added", "jobId", gid, "name", args.name])
+    return id
+
+
+def _optional_fields(st, base: str, args: JobArgs, ts: int) -> list:
+    """The optional job hash fields addJob writes, in its order: groupKey and orderingSeq (an
+    ordering key; its group hash is created), cost, expireAt, parentId, parentQueue,
+    schedulerName, lifo."""
     x = []
     if args.ordering_key:
         seq = int(st.ordering(base).get(args.ordering_key, "0")) + 1
         st.set_ordering(base, args.ordering_key, str(seq))
-        grp = st.group(base, args.ordering_key)
-        if grp is None:
+        if st.group(base, args.ordering_key) is None:
             st.set_group(base, args.ordering_key,
                          {"maxConcurrency": str(max(1, args.group_conc)), "nextSeq": "1"})
         x += [["groupKey", args.ordering_key], ["orderingSeq", str(seq)]]
@@ -179,16 +217,19 @@ def _create(sess, prefix: str, queue: str, args: JobArgs, gid: str, flow_deps=No
         x.append(["schedulerName", args.scheduler])
     if args.lifo:
         x.append(["lifo", "1"])
-    if x:
-        g["x"] = x
-    due = None
-    delay_ms = 0
-    if args.delay > 0:
-        due = ts + args.delay
-        g["due"] = due
-        delay_ms = max(1, due - now)
+    return x
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _json_options(opts: dict, g: dict, ext: dict, attempts: int) -> tuple:
+    """Read the options that live only in `opts` into the job's glide extras `g` (backoff,
+    removeOnComplete / removeOnFail) and extras `ext` (timeout); returns (TTR ms from
+    lockDuration or the default, attempts: the larger of `attempts` and opts.attempts)."""
     b = opts.get("backoff")
-    if isinstance(b, (int, float)) and not isinstance(b, bool):
+    if _is_int(b) or isinstance(b, float):
         b = {"type": "fixed", "delay": int(b)}
     if isinstance(b, dict):
         g["backoff"] = {"type": str(b.get("type", "fixed")), "delay": b.get("delay", 0)}
@@ -196,35 +237,15 @@ def _create(sess, prefix: str, queue: str, args: JobArgs, gid: str, flow_deps=No
         g["roc"] = opts["removeOnComplete"]
     if "removeOnFail" in opts:
         g["rof"] = opts["removeOnFail"]
-    ext = {"name": args.name, "glide": g}
-    lifo = args.lifo or opts.get("lifo") is True
-    if lifo and args.priority == 0:
-        ext["lifo"] = True
     timeout = opts.get("timeout")
-    if isinstance(timeout, int) and not isinstance(timeout, bool) and timeout > 0:
+    if _is_int(timeout) and timeout > 0:
         ext["timeout"] = timeout
-    if flow_deps:
-        g["deps"] = list(flow_deps)
-        unmet = [d for d in flow_deps if not port.dependency_met(d)]
-        if unmet:
-            ext["deps"] = unmet
     lock = opts.get("lockDuration")
-    ttr = lock if isinstance(lock, int) and not isinstance(lock, bool) and lock > 0 \
-        else DEFAULT_LOCK_MS
-    uid = uid_of(prefix, queue, gid)
-    attempts = args.max_attempts
+    ttr = lock if _is_int(lock) and lock > 0 else DEFAULT_LOCK_MS
     a = opts.get("attempts")
-    if isinstance(a, int) and not isinstance(a, bool) and a > attempts:
+    if _is_int(a) and a > attempts:
         attempts = a
-    id = port.put(queue, args.data,
-                  rank(args.priority, lifo), delay_ms, ttr, DIALECT, uid,
-                  ttl_ms=args.ttl, expire_ms=max(1, ts + args.ttl - now) if args.ttl else 0,
-                  max_fails=attempts if attempts > 1 else 0, event="add", ext=ext)
-    if parent_member is not None:
-        _register_child(sess, parent_member, uid)
-    if event and not args.skip_events:
-        st.add_event(base, ["event", "added", "jobId", gid, "name", args.name])
-    return id
+    return ttr, attempts
 
 
 def _register_child(sess, parent_deps_key: str, child_uid: str) -> None:
