@@ -339,3 +339,11 @@ def test_attempts_and_backoff_from_opts_apply_to_a_failure_from_any_dialect(srv,
     assert srv.port.job(jid).state == "buried"        # glide-mq's `failed`
     add(c, "q", opts='{"lifo":true}')                # lifo from opts alone
     assert job(srv, "q", "2").ext.get("lifo") is True
+
+
+def test_an_http_request_on_the_resp_port_closes_the_connection(srv):
+    """Redis's cross-protocol guard: an inline POST or Host: line closes without a reply."""
+    from protocols.resp.session import QUIT
+    h = Handler(srv.state, None)
+    assert h.handle([b"POST", b"/", b"HTTP/1.1"]) is QUIT
+    assert h.handle([b"Host:", b"example.com"]) is QUIT

@@ -89,6 +89,8 @@ class Handler:
         name = item[0].upper()
         cmd = COMMANDS.get(name)
         if cmd is None:
+            if name == b"POST" or name == b"HOST:":
+                return QUIT   # an HTTP request sent to the RESP port: closed, as Redis does
             if name not in _WITH_SUB:
                 return encode(Error(unknown_command(item)), self.proto)
             if len(item) < 2:
