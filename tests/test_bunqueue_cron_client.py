@@ -30,8 +30,13 @@ def check(out: dict) -> None:
         {"id": "every", "name": "tick", "pattern": None, "every": 300, "limit": 3},
         {"id": "hourly", "name": "report", "pattern": "0 * * * *", "every": None,
          "limit": None}]
-    # three runs, each an ordinary job with the template's name, data and priority; no fourth
-    assert out["seen"] == [{"name": "tick", "data": {"n": 1}, "priority": 2}] * 3
+    # three runs, each an ordinary job with the template's name, data and priority; no fourth.
+    # The hourly schedule fires too when the run crosses the top of an hour (CI did, at
+    # 22:59:59): at most that one run of it, with its own template.
+    ticks = [s for s in out["seen"] if s["name"] == "tick"]
+    others = [s for s in out["seen"] if s["name"] != "tick"]
+    assert ticks == [{"name": "tick", "data": {"n": 1}, "priority": 2}] * 3
+    assert others in ([], [{"name": "report", "data": {"r": True}, "priority": 0}])
     assert out["everyAfter"] is None            # exhausted at its next due time: gone
     assert (out["removed"], out["removedAgain"], out["countAfter"]) == (True, False, 0)
 
