@@ -174,8 +174,12 @@ class Journal:
                     job.in_db = 0
                 continue
             ready_at = now_wall + (job.ready_at - now_mono) if st is DELAYED else None
-            exp = now_wall + (job.expires_at - now_mono) if job.expires_at else None
-            ext = None if job.ext is None else _pack_extras(job.ext)
+            m = job.more   # the rarely set fields (core/records.py), read once: not per field
+            if m is None:
+                exp = ext = None
+            else:
+                exp = now_wall + (m.expires_at - now_mono) if m.expires_at else None
+                ext = None if m.ext is None else _pack_extras(m.ext)
             leased = st is RESERVED and job.lease_mode == TOKEN_REQUIRED
             if job.in_db:
                 upd = (st, job.priority, ready_at, job.delay_ms, job.ttr_ms, job.reserves,
@@ -193,12 +197,18 @@ class Journal:
             else:
                 job.in_db = b.number
                 size += len(job.payload)
-                row = (job.id, job.uid, job.queue, job.payload, job.priority, st,
-                       job.created_ms, ready_at, job.delay_ms, job.ttr_ms, job.dialect,
-                       job.ttl_ms, exp, job.max_attempts, job.max_fails, job.sched_ms,
-                       job.fmt, ext)
-                if (job.reserves or job.timeouts or job.releases or job.buries or job.kicks
-                        or job.fails or job.result is not None):
+                if m is None:
+                    row = (job.id, job.uid, job.queue, job.payload, job.priority, st,
+                           job.created_ms, ready_at, job.delay_ms, job.ttr_ms, job.dialect,
+                           0, None, 0, 0, 0, 0, None)
+                    counted = job.reserves
+                else:
+                    row = (job.id, job.uid, job.queue, job.payload, job.priority, st,
+                           job.created_ms, ready_at, job.delay_ms, job.ttr_ms, job.dialect,
+                           m.ttl_ms, exp, m.max_attempts, m.max_fails, m.sched_ms, m.fmt, ext)
+                    counted = (job.reserves or m.timeouts or m.releases or m.buries or m.kicks
+                               or m.fails or m.result is not None)
+                if counted:
                     full.append(row + (job.reserves, job.timeouts, job.releases, job.buries,
                                        job.kicks, job.fails, job.result,
                                        1 if job.result_ok else 0)
