@@ -36,6 +36,8 @@ from dataclasses import dataclass
 
 import hiredis
 
+from .inline import split_args
+
 #: Longest inline line / `*` or `$` header line, bytes (Redis PROTO_INLINE_MAX_SIZE).
 INLINE_MAX = 64 * 1024
 #: Largest multibulk count accepted.
@@ -74,10 +76,6 @@ _BIG_ODD = re.compile(rb"[~>|][0-9]{6}")
 # bignums and verbatims as bytes; sets, pushes and attributes as lists): if any is present the
 # framing of every command is checked element by element.
 _ODD = (b"+", b"(", b"=", b"~", b">", b"|")
-_QUOTES_ETC = re.compile(rb"[\"'\x0b\x0c]")
-_SPACE = b" \t\n\x0b\x0c\r"
-_HEX = b"0123456789abcdefABCDEF"
-_ESC = {ord("n"): 10, ord("r"): 13, ord("t"): 9, ord("b"): 8, ord("a"): 7}
 
 _LINE, _BULK = 1, 2   # what an unfinished request waits for
 
@@ -105,64 +103,6 @@ def _size(cmd: list) -> int:
         n = len(a)
         s += n + 5 + len(str(n))
     return s
-
-
-def split_args(line: bytes):
-    """An inline line split as Redis' sdssplitargs: list of bytes, or None for unbalanced
-    quotes (a closing quote must be followed by a space or the end)."""
-    if _QUOTES_ETC.search(line) is None:
-        return line.split()
-    args, i, n = [], 0, len(line)
-
-    def at(j):
-        return line[j] if j < n else 0
-
-    while True:
-        while i < n and line[i] in _SPACE:
-            i += 1
-        if i >= n:
-            return args
-        cur, inq, insq, done = bytearray(), False, False, False
-        while not done:
-            c = at(i)
-            if inq:
-                if c == 92 and at(i + 1) == 120 and at(i + 2) in _HEX and at(i + 3) in _HEX:
-                    cur.append(int(line[i + 2:i + 4], 16))
-                    i += 3
-                elif c == 92 and at(i + 1):
-                    i += 1
-                    cur.append(_ESC.get(line[i], line[i]))
-                elif c == 34:
-                    if at(i + 1) and at(i + 1) not in _SPACE:
-                        return None
-                    done = True
-                elif not c:
-                    return None
-                else:
-                    cur.append(c)
-            elif insq:
-                if c == 92 and at(i + 1) == 39:
-                    i += 1
-                    cur.append(39)
-                elif c == 39:
-                    if at(i + 1) and at(i + 1) not in _SPACE:
-                        return None
-                    done = True
-                elif not c:
-                    return None
-                else:
-                    cur.append(c)
-            elif c in (32, 10, 13, 9, 0):
-                done = True
-            elif c == 34:
-                inq = True
-            elif c == 39:
-                insq = True
-            else:
-                cur.append(c)
-            if i < n:
-                i += 1
-        args.append(bytes(cur))
 
 
 class RequestParser:
