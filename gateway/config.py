@@ -8,6 +8,7 @@ A file looks like this (every key optional; unknown keys are an error naming the
       # (gateway/access.py; docs/operations.md "TLS and access")
       workq: {host: 127.0.0.1, port: 9922}
       bunqueue: {host: 127.0.0.1, port: 6789}
+      glidemq: {host: 127.0.0.1, port: 6380}        # glide-mq producers over RESP
     database:
       url: sqlite:///jobgate.db                     # or postgresql+psycopg://user@host/db
       sqlite_synchronous: normal                    # normal | full
@@ -22,6 +23,7 @@ A file looks like this (every key optional; unknown keys are an error naming the
       max_buffered_bytes: 268435456                 # unfinished input held, all clients
       beanstalk: {max_job_size: 65535, line_max: 224, idle_timeout_s: 0, half_sent_timeout_s: 30}
       workq: {idle_timeout_s: 0, half_sent_timeout_s: 30}
+      glidemq: {max_bulk_bytes: 67108864, idle_timeout_s: 0, half_sent_timeout_s: 30}
     log: {level: info, format: json}                # format: json | text
     access:                                         # who reaches which queues (gateway/access.py)
       principals: [{token: s1, queues: ["emails*"]}, {cert_cn: w1, queues: ["*"]}]
