@@ -14,8 +14,9 @@ __all__ = ["REGISTRATION"]
 
 
 def _state(port, options: dict, context):
+    """The server-wide state (light: the command modules load with the first connection,
+    protocols/resp/session.py, so that a server start does not pay for them; issue 14)."""
     from .state import make_state
-    from . import connection_cmds, functions, functions_jobs, keys, streams  # noqa: F401
     return make_state(port, options, context)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from .encode import Error
 from .functions_jobs import Refused, _fn, _num, _queue_key, _s
+from .state import PAUSE_FOREVER_MS
 
 
 @_fn("pause")
@@ -21,8 +22,6 @@ def resume(sess, keys, argv):
     return _pause(sess, keys, False)
 
 
-#: A pause without end, as the canonical pause takes a duration (ms): about 100 years.
-PAUSE_FOREVER_MS = 100 * 365 * 86_400_000
 
 
 def _pause(sess, keys, on: bool):

@@ -172,6 +172,10 @@ def unknown_command(argv: list) -> str:
 from .encode import NullArray as NULL_ARRAY  # noqa: E402
 
 
+# the command modules register their handlers in commands.py's table when imported
+from . import connection_cmds, functions, keys, streams  # noqa: E402,F401
+
+
 def connect(state, transport) -> Sequential:
     """The push-style session of one RESP connection (protocols/contract.py)."""
     h = Handler(state, getattr(transport, "principal", None))

@@ -26,6 +26,8 @@ from .glide import DIALECT
 
 #: Entries kept per `:events` stream (glide-mq trims with XADD MAXLEN ~ 1000).
 EVENTS_MAXLEN = 1000
+#: A glide-mq pause has no end; the canonical pause takes a duration: about 100 years (ms).
+PAUSE_FOREVER_MS = 100 * 365 * 86_400_000
 #: The library version this server reports (glide-mq 0.15.4's LIBRARY_VERSION).
 LIBRARY_VERSION = "93"
 LIBRARY_NAME = "glidemq"
@@ -132,7 +134,6 @@ class GlideState:
     def restore_pauses(self) -> int:
         """At start (after the jobs are restored): pause again every queue whose meta hash says
         paused "1" (a canonical pause is not stored; glide-mq's flag is). Returns how many."""
-        from .functions_queue import PAUSE_FOREVER_MS
         n = 0
         for key, meta in self.port.dialect_records("glidemq:meta:").items():
             base = key[len("glidemq:meta:"):]
