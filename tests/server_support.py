@@ -150,3 +150,26 @@ def no_reply(r: Raw, wait: float = 0.3) -> bool:
 
 def waiting(r: Raw) -> int:
     return int(stats_dict(r)["current-waiting"])
+
+
+def send_unfinished(socks: list, size: int) -> int:
+    """Send `size - 1` bytes of zeros on each non-blocking socket of `socks` (each an
+    unfinished command whose header was sent: its last byte never comes), 1 MiB at a time,
+    until every one is sent or 2 s pass without progress (the server stops reading: its
+    buffer budget). Returns how many bytes were sent in all."""
+    import time
+    chunk = b"\x00" * (1 << 20)
+    left = [size - 1] * len(socks)
+    last = time.monotonic()
+    while any(left) and time.monotonic() - last < 2:
+        for i, c in enumerate(socks):
+            try:
+                n = c.send(chunk[:min(len(chunk), left[i])]) if left[i] else 0
+            except BlockingIOError:
+                n = 0
+            if n:
+                left[i] -= n
+                last = time.monotonic()
+        time.sleep(0.001)
+    return sum(size - 1 - x for x in left)
+

@@ -20,7 +20,6 @@ from __future__ import annotations
 import random
 import socket
 import threading
-import time
 
 import hiredis
 import pytest
@@ -29,7 +28,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from .inproc import InProcServer
 from .resp_support import (GlideServer, RespConn, add_job_args, command, decode_all,
                            job_keys, load_library)
-from .server_support import wait_until
+from .server_support import send_unfinished, wait_until
 
 MAX_BULK = 4096
 CONFIG = f"limits:\n  glidemq: {{max_bulk_bytes: {MAX_BULK}}}\n"
@@ -312,32 +311,19 @@ def test_five_unfinished_60_mib_bulks_do_not_grow_rss_by_their_size(tmp_path):
         assert probe_c.call("PING") == b"PONG"
         before = s.rss_kb()
         size = 60 << 20
-        chunk = b"\x00" * (1 << 20)
         socks = []
         for _ in range(5):
             c = socket.create_connection(("127.0.0.1", s.glide_port))
             c.sendall(b"*2\r\n$4\r\nECHO\r\n$%d\r\n" % size)
             c.setblocking(False)
-            socks.append([c, size - 1])                 # never its last byte: unfinished
-        last = time.monotonic()
-        while any(left for _, left in socks) and time.monotonic() - last < 2:
-            for entry in socks:                         # until 2 s pass without progress
-                c, left = entry
-                try:
-                    n = c.send(chunk[:min(len(chunk), left)]) if left else 0
-                except BlockingIOError:
-                    n = 0
-                if n:
-                    entry[1] -= n
-                    last = time.monotonic()
-            time.sleep(0.001)
-        sent = sum(size - 1 - left for _, left in socks)
+            socks.append(c)
+        sent = send_unfinished(socks, size)             # never its last byte: unfinished
         grown_mb = (s.rss_kb() - before) / 1024
         assert s.alive()
         assert sent > 90 * 2**20                       # the clients did send past the budget
         assert grown_mb < 200, grown_mb                # 32 MiB budget + one 60 MiB bulk + slack
         assert probe_c.call("PING") == b"PONG"
-        for c, _ in socks:
+        for c in socks:
             c.close()
         probe_c.close()
     finally:

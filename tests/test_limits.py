@@ -20,7 +20,7 @@ import pytest
 
 from .bunqueue_support import BQ, frame
 from .inproc import InProcServer
-from .server_support import HOST, no_reply, read_eof, serve_argv, wait_until
+from .server_support import HOST, no_reply, read_eof, send_unfinished, serve_argv, wait_until
 from .support import Raw, free_port, wait_serving
 from .workq_support import WorkqRaw
 
@@ -288,33 +288,20 @@ def test_five_unfinished_62_mib_frames_do_not_grow_rss_by_their_size(procs, tmp_
     assert probe.call("Ping")["ok"] is True
     before = _rss_kb(p.proc.pid)
     size = 62 << 20
-    chunk = b"\x00" * (1 << 20)
     socks = []
     for _ in range(5):
         c = socket.create_connection((HOST, ports["bunqueue"]))
         c.setblocking(False)
         c.send(size.to_bytes(4, "big"))             # the header: a 62 MiB frame follows
-        socks.append([c, size - 1])                 # never its last byte: unfinished
-    last = time.monotonic()
-    while any(left for _, left in socks) and time.monotonic() - last < 2:
-        for entry in socks:                         # until 2 s pass without progress
-            c, left = entry
-            try:
-                n = c.send(chunk[:min(len(chunk), left)]) if left else 0
-            except BlockingIOError:
-                n = 0
-            if n:
-                entry[1] -= n
-                last = time.monotonic()
-        time.sleep(0.001)
-    sent = sum(size - 1 - left for _, left in socks)
+        socks.append(c)
+    sent = send_unfinished(socks, size)             # never its last byte: unfinished
     time.sleep(0.5)
     grown_mb = (_rss_kb(p.proc.pid) - before) / 1024
     assert p.proc.poll() is None
     assert sent > 90 * 2**20                       # the clients did send past the budget
     assert grown_mb < 200, grown_mb                # 32 MiB budget + one 62 MiB frame + slack
     assert probe.call("Ping")["ok"] is True        # the server still answers
-    for c, _ in socks:
+    for c in socks:
         c.close()
     probe.sock.close()
 
