@@ -83,8 +83,8 @@ def parse(argv) -> tuple:
         elif o == "-z":
             cfg.options["beanstalk"]["max_job_size"] = _num(o, v, 2**32 - 1)
         elif o == "-v":
-            from .cli import VERSION
-            print(f"beanstalkd 1.12 (jobgate {VERSION})")
+            from .version import version
+            print(f"beanstalkd 1.12 (jobgate {version()})")
             sys.exit(0)
         elif o == "-V":
             verbose += 1
