@@ -8,7 +8,7 @@ SERVE_VENV ?= .venv-serve
 SERVE_PY := $(SERVE_VENV)/bin/python
 PYTHON ?= python3
 # what the serve environment is built from: it is rebuilt when any of them changes
-SERVE_SOURCES := pyproject.toml $(wildcard core/*.py gateway/*.py protocols/*.py \
+SERVE_SOURCES := pyproject.toml README.md LICENSE $(wildcard core/*.py gateway/*.py protocols/*.py \
 	protocols/*/*.py migrations/*.py migrations/versions/*.py migrations/alembic.ini \
 	migrations/script.py.mako pipeline/*.py conformance/*.py)
 

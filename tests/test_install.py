@@ -55,6 +55,7 @@ def _du_bytes(path: str) -> int:
     """Disk usage of `path` as `du -s` counts it (allocated blocks), in bytes."""
     total = 0
     for d, _, files in os.walk(path):
+        total += os.lstat(d).st_blocks * 512
         for f in files:
             st = os.lstat(os.path.join(d, f))
             total += st.st_blocks * 512
@@ -96,6 +97,11 @@ def test_serve_env_has_the_server_and_nothing_else(serve_env, record_property):
     assert r.returncode == 0, r.stderr
     for path in r.stdout.decode().split():
         assert path.startswith(os.path.join(venv, "lib")), path
+    # the licence travels with the distribution (pyproject: license-files)
+    r = _py(venv, work, "from importlib import metadata as m; d = m.distribution('jobgate'); "
+                        "print(d.metadata['License-Expression']); "
+                        "print(d.read_text('licenses/LICENSE').splitlines()[0])")
+    assert r.stdout.decode().splitlines() == ["MIT", "MIT License"], r
     size = _du_bytes(venv)
     record_property("serve_env_mb", round(size / 2**20, 1))
     print(f"serve environment: {size / 2**20:.1f} MiB")
