@@ -1,9 +1,18 @@
-# jobgate developer entry points. Each target creates .venv when it is missing.
+# jobgate entry points. `serve` runs the server from its own small environment, .venv-serve
+# (the package and its run-time dependencies only); every other target uses .venv, the
+# development environment (editable install with the test and pipeline extras). Each target
+# creates its environment when it is missing. docs/operations.md, "Install".
 VENV ?= .venv
 PY := $(VENV)/bin/python
+SERVE_VENV ?= .venv-serve
+SERVE_PY := $(SERVE_VENV)/bin/python
 PYTHON ?= python3
+# what the serve environment is built from: it is rebuilt when any of them changes
+SERVE_SOURCES := pyproject.toml README.md LICENSE $(wildcard core/*.py gateway/*.py protocols/*.py \
+	protocols/*/*.py migrations/*.py migrations/versions/*.py migrations/alembic.ini \
+	migrations/script.py.mako pipeline/*.py conformance/*.py)
 
-.PHONY: serve test deps bench conformance clean
+.PHONY: serve serve-env test deps bench conformance clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -11,9 +20,24 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[test,pipeline]'
 	touch $@
 
-## serve: run jobgate on 127.0.0.1:11300 with SQLite in ./jobgate.db (durability: commit)
-serve: $(VENV)/.installed
-	$(VENV)/bin/jobgate serve
+# `pip install .` as an operator would (not editable); pip and setuptools are removed
+# afterwards (23 MB: the server never installs anything) and brought back by ensurepip for
+# the next rebuild.
+$(SERVE_VENV)/.installed: $(SERVE_SOURCES)
+	test -x $(SERVE_PY) || $(PYTHON) -m venv $(SERVE_VENV)
+	$(SERVE_PY) -m pip --version >/dev/null 2>&1 || $(SERVE_PY) -m ensurepip >/dev/null
+	rm -rf build   # setuptools would reinstall what build/lib kept of deleted modules
+	$(SERVE_PY) -m pip install -q --no-warn-script-location .
+	$(SERVE_PY) -m pip uninstall -q -y pip setuptools
+	touch $@
+
+## serve-env: build .venv-serve only (jobgate and its run-time dependencies)
+serve-env: $(SERVE_VENV)/.installed
+
+## serve: run jobgate on 127.0.0.1:11300 with SQLite in ./jobgate.db (durability: commit),
+## from .venv-serve
+serve: $(SERVE_VENV)/.installed
+	$(SERVE_VENV)/bin/jobgate serve
 
 ## deps: what the test suite needs outside pip: Debian's beanstalkd and the JDBC drivers of the
 ## pipeline (when root), and the real bunqueue client and server from npm (Bun 1.4.5 + bunqueue
@@ -45,4 +69,4 @@ conformance: $(VENV)/.installed deps
 	$(PY) -m conformance.differential
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) $(SERVE_VENV) build *.egg-info .pytest_cache .hypothesis

@@ -12,6 +12,11 @@ accepted and ignored. -c / -n: accepted and ignored (beanstalkd compaction flags
 USER (and its groups) right after binding, before any file is created, as beanstalkd does (its
 main.c: make_server_socket, su, then the binlog directory); DIR must exist, as for beanstalkd.
 -v: print version and exit. -V: more verbose logs (-V -V: debug, with tracebacks).
+Socket activation (systemd, sd_listen_fds(3)), as beanstalkd: a listening socket passed in
+$LISTEN_FDS / $LISTEN_PID is served instead of binding, -l and -p are then ignored (said on
+stderr); of several, only the first is used; one that is not a TCP or unix listening socket
+stops the start (status 3). So Debian's beanstalkd.socket + beanstalkd.service work with
+jobgate-beanstalkd in ExecStart.
 A start-up failure is one line on stderr naming the flag, its value and the cause. Exit status
 (gateway/startup.py, docs/operations.md): 0 after SIGTERM/SIGINT, 1 another server uses DIR,
 3 cannot listen, 4 the database in DIR is unusable, 5 a bad option (beanstalkd's usage status),
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import getopt
 import os
+import socket
 import sys
 
 PROG = "jobgate-beanstalkd"
@@ -83,8 +89,8 @@ def parse(argv) -> tuple:
         elif o == "-z":
             cfg.options["beanstalk"]["max_job_size"] = _num(o, v, 2**32 - 1)
         elif o == "-v":
-            from .cli import VERSION
-            print(f"beanstalkd 1.12 (jobgate {VERSION})")
+            from .version import version
+            print(f"beanstalkd 1.12 (jobgate {version()})")
             sys.exit(0)
         elif o == "-V":
             verbose += 1
@@ -123,30 +129,61 @@ def _listen_address(argv) -> tuple | None:
     return None if rest else (host, port)
 
 
+def _adopt_inherited(fds: list, argv) -> tuple:
+    """The first socket systemd passed and its Listener (gateway.listen.adopt), saying on
+    stderr what is ignored, as beanstalkd does. Raises ValueError when it is not a listening
+    socket."""
+    from .config import Listener
+    from .listen import adopt
+    if len(fds) > 1:
+        print(f"{PROG}: inherited more than one listen socket; ignoring all but the first",
+              file=sys.stderr)
+    sock = adopt(fds[0])
+    for o, v in getopt.getopt(argv, "b:f:Fl:p:u:z:s:cnvVh")[0]:
+        if o in ("-l", "-p"):
+            print(f"{PROG}: inherited listen fd; ignoring option: {o} {v}", file=sys.stderr)
+    if sock.family == socket.AF_UNIX:
+        name = sock.getsockname()
+        return sock, Listener("beanstalk", unix=name if isinstance(name, str) else repr(name))
+    host, port = sock.getsockname()[:2]
+    return sock, Listener("beanstalk", host, port)
+
+
 def main(argv=None) -> int:
     """Entry point of the `jobgate-beanstalkd` console script. The listening socket is bound
     first (gateway/listen.py); a client that connects during start-up is answered once the
     server serves. Then -u drops privileges, and only then is the -b database opened, so every
     file is created by USER. Exit statuses: the module docstring."""
-    from .startup import EXIT_LOCKED, EXIT_OK, StartupError, become, bind_all, preload, report
+    from .startup import (EXIT_LISTEN, EXIT_LOCKED, EXIT_OK, StartupError, become, bind_all,
+                          preload, report)
     argv = sys.argv[1:] if argv is None else argv
     addr = _listen_address(argv)
-    sock = None
+    sock = activated = None
     debug = argv.count("-V") >= 2
     if addr is not None:
         from .config import Listener
-        from .listen import catch_stop_signals
+        from .listen import catch_stop_signals, inherited_fds
         host, port = addr
         catch_stop_signals()
-        lst = (Listener("beanstalk", unix=host[5:]) if host.startswith("unix:")
-               else Listener("beanstalk", host, port))
-        flags = f"-l {host}" if lst.unix else f"-l {host} -p {port}"
-        try:
-            sock = bind_all([lst], lambda _: "")[0]
-        except StartupError as e:
-            report(PROG, e.line(PROG, "", flags), e, debug)
-            return e.status
+        fds = inherited_fds()
+        if fds:
+            try:
+                sock, activated = _adopt_inherited(fds, argv)
+            except ValueError as e:
+                print(f"{PROG}: {e}", file=sys.stderr)
+                return EXIT_LISTEN
+        else:
+            lst = (Listener("beanstalk", unix=host[5:]) if host.startswith("unix:")
+                   else Listener("beanstalk", host, port))
+            flags = f"-l {host}" if lst.unix else f"-l {host} -p {port}"
+            try:
+                sock = bind_all([lst], lambda _: "")[0]
+            except StartupError as e:
+                report(PROG, e.line(PROG, "", flags), e, debug)
+                return e.status
     cfg, user = parse(argv)
+    if activated is not None:
+        cfg.listeners = [activated]
     debug = cfg.log_level == "debug"
     binlog = os.path.dirname(cfg.database_url.removeprefix("sqlite:///"))
     from core.api import StoreLocked

@@ -22,8 +22,7 @@ from . import registry
 from .config import (DURABILITY, ConfigError, check_database_scheme, check_database_url,
                      hide_password, load, parse_listen_flag)
 from .startup import EXIT_CONFIG, EXIT_LOCKED, EXIT_OK, StartupError, bind_all, report
-
-VERSION = "0.1.0"
+from .version import version
 
 
 def build_config(args, check_db: bool = True):
@@ -49,10 +48,19 @@ def build_config(args, check_db: bool = True):
     return cfg
 
 
+class _Version(argparse.Action):
+    """`--version`: prints `jobgate X.Y.Z` (gateway/version.py; read only when asked, so that
+    `serve` binds without reading pyproject.toml or the package metadata) and exits 0."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"jobgate {version()}")
+        parser.exit(0)
+
+
 def main(argv=None) -> int:
     """Entry point of the `jobgate` console script."""
     p = argparse.ArgumentParser(prog="jobgate", description="jobgate job-queue server")
-    p.add_argument("--version", action="version", version=f"jobgate {VERSION}")
+    p.add_argument("--version", action=_Version, nargs=0, help="print `jobgate VERSION`")
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("serve", help="run the server")
     s.add_argument("--config", help="YAML config file")

@@ -61,6 +61,48 @@ def bind(listeners) -> list:
     return out
 
 
+#: the first file descriptor systemd passes (sd_listen_fds(3): SD_LISTEN_FDS_START)
+LISTEN_FDS_START = 3
+
+
+def inherited_fds(environ=None, pid: int | None = None) -> list[int]:
+    """File descriptors passed by systemd socket activation (sd_listen_fds(3)): with
+    `$LISTEN_PID` equal to this process (`pid`, default os.getpid()) and `$LISTEN_FDS` = n,
+    the descriptors 3 .. 3+n-1; else []. The variables are removed from `environ` (default
+    os.environ: children such as the webhook worker must not take the sockets for theirs) and
+    the descriptors made close-on-exec, as sd_listen_fds(1) does. Malformed values: []."""
+    environ = os.environ if environ is None else environ
+    pid = os.getpid() if pid is None else pid
+    owner, count = environ.get("LISTEN_PID", ""), environ.get("LISTEN_FDS", "")
+    for k in ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"):
+        environ.pop(k, None)
+    if not (owner.isdigit() and int(owner) == pid and count.isdigit()):
+        return []
+    fds = list(range(LISTEN_FDS_START, LISTEN_FDS_START + int(count)))
+    for fd in fds:
+        try:
+            os.set_inheritable(fd, False)
+        except OSError:
+            pass        # not open: adopt() says so
+    return fds
+
+
+def adopt(fd: int) -> socket.socket:
+    """The listening socket on inherited descriptor `fd` (TCP or unix stream). Raises
+    ValueError when it is not one (as beanstalkd, which refuses to start then)."""
+    try:
+        s = socket.socket(fileno=fd)
+    except OSError as e:
+        raise ValueError(f"inherited fd {fd}: {e.strerror or e}") from None
+    listening = (s.type == socket.SOCK_STREAM
+                 and s.family in (socket.AF_INET, socket.AF_INET6, socket.AF_UNIX)
+                 and s.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN))
+    if not listening:
+        s.detach()      # not ours to close
+        raise ValueError(f"inherited fd {fd} is not a TCP or unix listening socket")
+    return s
+
+
 _stop_requested: list = []
 
 

@@ -16,6 +16,11 @@ unauthenticated connections.
 
 Signals: SIGUSR1 puts the server in drain mode (puts answer DRAINING); SIGTERM / SIGINT stop
 accepting, end the connections, flush the journal and return (exit status 0).
+
+Service manager: `run()` speaks systemd's notification protocol when `$NOTIFY_SOCKET` is set
+(gateway/notify.py): READY=1 once recovery is done and every listener accepts, WATCHDOG=1 from
+the event loop when asked, STOPPING=1 when it stops. In-process servers (Runtime without run())
+send nothing.
 """
 from __future__ import annotations
 
@@ -109,6 +114,7 @@ class Runtime:
         self._tick = None
         self.addresses: list[str] = []
         self.lost_lock = None   # StoreLocked when another server took the database
+        self.notifier = None    # gateway.notify.Notifier, set by run(): the service manager
 
     async def _ticker(self) -> None:
         p = self.port
@@ -193,6 +199,8 @@ class Runtime:
                 if s == signal.SIGUSR1:
                     self.port.set_draining(True)
                     event(log, "drain mode on")
+                    if self.notifier is not None:
+                        self.notifier.status("draining: puts answer DRAINING")
                     continue
                 event(log, "stopping", signal=signal.Signals(s).name)
                 self._stop.set()
@@ -273,8 +281,15 @@ class Runtime:
                           tls=lst.ssl_context is not None)
                 if ready is not None:
                     ready(self.addresses)
+                if self.notifier is not None:   # recovered (__init__) and accepting: ready
+                    where = ", ".join(f"{lst.dialect} {a}"
+                                      for lst, a in zip(self.config.listeners, self.addresses))
+                    self.notifier.ready(f"serving {where}; {self.restored} jobs recovered")
+                    tg.start_soon(self.notifier.watchdog)
                 await self._stop.wait()
             finally:
+                if self.notifier is not None:
+                    self.notifier.stopping("stopping: ending connections, flushing storage")
                 for srv in servers:
                     srv.close()
                 for conn in list(self.live):
@@ -305,13 +320,26 @@ def run(config: Config, ready=None, version: str = "1.12", sockets=None) -> Runt
     installed). `sockets`: listening sockets bound beforehand, one per `config.listeners`
     (gateway/listen.py), so that clients could connect during recovery. Raises
     core.api.StoreLocked when another server holds the database, gateway.startup.StartupError
-    when the database cannot be reached or used."""
-    rt = Runtime(config, version=version, sockets=sockets)
+    when the database cannot be reached or used. With `$NOTIFY_SOCKET` set it tells systemd
+    (gateway/notify.py): STATUS while recovering, READY=1 once serving, WATCHDOG=1 when asked,
+    STOPPING=1 when stopping."""
+    from .notify import Notifier
+    notifier = Notifier.from_env()
+    notifier.status("recovering: opening the database, loading the stored jobs")
+    try:
+        rt = Runtime(config, version=version, sockets=sockets)
+    except BaseException:
+        notifier.close()
+        raise
+    rt.notifier = notifier
     tune_gc()    # the server process only (in-process test servers keep the defaults)
     try:
         import uvloop  # noqa: F401 (anyio uses it)
         backend_options = {"use_uvloop": True}
     except ImportError:  # pragma: no cover - platform without uvloop
         backend_options = {}
-    anyio.run(rt.run, ready, backend="asyncio", backend_options=backend_options)
+    try:
+        anyio.run(rt.run, ready, backend="asyncio", backend_options=backend_options)
+    finally:
+        notifier.close()
     return rt

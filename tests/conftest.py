@@ -114,11 +114,12 @@ def store(db_url):
 # ------------------------------------------------------------ server (test_server_*.py)
 @pytest.fixture
 def procs():
-    """Start processes with `procs(argv)`; every one is stopped at teardown."""
+    """Start processes with `procs(argv, env=None)` (`env`: variables added to the
+    environment); every one is stopped at teardown."""
     started: list[Proc] = []
 
-    def start(argv: list[str]) -> Proc:
-        p = Proc(argv)
+    def start(argv: list[str], env: dict | None = None) -> Proc:
+        p = Proc(argv, env)
         started.append(p)
         return p
     yield start

@@ -23,16 +23,18 @@ def _env() -> dict:
 
 
 class Proc:
-    """A server subprocess started with an arbitrary argv (jobgate or jobgate-beanstalkd).
+    """A server subprocess started with an arbitrary argv (jobgate or jobgate-beanstalkd),
+    `env`: variables added to the environment.
 
     `wait_tcp(port)` / `wait_unix(path)` wait until it accepts; `stop()` sends SIGTERM and
     returns (returncode, stdout, stderr); `kill()` sends SIGKILL. Always stopped by `procs`.
     """
 
-    def __init__(self, argv: list[str]) -> None:
+    def __init__(self, argv: list[str], env: dict | None = None) -> None:
         self.argv = argv
         self.started = time.monotonic()
-        self.proc = subprocess.Popen(argv, cwd=ROOT, env=_env(), stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen(argv, cwd=ROOT, env=dict(_env(), **(env or {})),
+                                     stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE)
         self.out = self.err = b""
 
