@@ -108,8 +108,8 @@ def test_systemd_analyze_verify_accepts_the_units(tmp_path):
         text = open(os.path.join(CONTRIB, name), encoding="utf-8").read()
         text = re.sub(r"^ExecStart=\S+", f"ExecStart={sys.executable}", text, flags=re.M)
         (tmp_path / name).write_text(text)
-    if tool is None:       # not installed here: the syntax checks above still ran
-        return
+    if tool is None:
+        pytest.skip("systemd-analyze is not installed (Debian package systemd; .ci/run installs it)")
     r = subprocess.run([tool, "verify", *units], cwd=tmp_path, capture_output=True,
                        timeout=60)
     assert r.returncode == 0 and not r.stderr.strip(), r.stderr.decode()
