@@ -88,7 +88,8 @@ class Listener:
 
 
 def _default_listeners() -> list:
-    return [Listener(n, "127.0.0.1", r.default_port) for n, r in registry.DIALECTS.items()]
+    return [Listener(n, "127.0.0.1", r.default_port) for n, r in registry.DIALECTS.items()
+            if r.default_listener]
 
 
 def _default_options() -> dict:
