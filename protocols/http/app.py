@@ -13,9 +13,12 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import logging
 import resource
 
 from aiohttp import web
+
+log = logging.getLogger("jobgate.http")
 
 _CORS = {"Access-Control-Allow-Origin": "*"}
 _PROM_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -30,7 +33,7 @@ def reply(data, status: int = 200) -> web.Response:
 async def _json_body(request, empty_ok: bool):
     """The request's JSON body; {} for an empty one when `empty_ok` (parseJsonBody), None for
     a malformed one (then 400 "Invalid JSON body")."""
-    text = await request.text()
+    text = (await request.read()).decode("utf-8", "replace")   # as fetch's text()
     if empty_ok and not text.strip():
         return {}
     try:
@@ -94,7 +97,13 @@ def build_app(state, hooks) -> web.Application:
         ok, principal = state.principal(request.headers.get("Authorization"))
         if not ok:
             return reply({"ok": False, "error": "Unauthorized"}, 401)
-        return await route(request, path, method, principal)
+        try:
+            return await route(request, path, method, principal)
+        except web.HTTPException:
+            raise
+        except Exception as e:   # as the reference: 500 with the error's text
+            log.exception("http request failed")
+            return reply({"ok": False, "error": str(e) or e.__class__.__name__}, 500)
 
     late: dict = {}   # reqId -> future of a command answering later
 
