@@ -257,3 +257,21 @@ def test_cors_preflight(http):
     r = http.options("/queues/q/jobs")
     assert r.status_code == 204
     assert r.headers["access-control-allow-origin"] == "*"
+
+
+def test_token_principal_limits_queues_as_on_the_bunqueue_listener(tmp_path):
+    access = {"principals": [("token", "tok-a", "a", ("a*",))], "anonymous": ("*",)}
+    s = InProcServer(f"sqlite:///{tmp_path / 'acc.db'}", access=access,
+                     listeners=[Listener("http", "127.0.0.1", 0)])
+    h = {"Authorization": "Bearer tok-a"}
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{s.ports['http']}") as c:
+            ok = c.post("/queues/alpha/jobs", json={"data": 1}, headers=h)
+            assert ok.status_code == 200
+            no = c.post("/queues/beta/jobs", json={"data": 1}, headers=h)
+            assert no.status_code == 400
+            assert no.json() == {"ok": False, "error": "Access denied: queue beta"}
+            assert c.get("/stats").status_code == 401
+    finally:
+        s.stop()
+
