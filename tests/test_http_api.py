@@ -275,3 +275,12 @@ def test_token_principal_limits_queues_as_on_the_bunqueue_listener(tmp_path):
     finally:
         s.stop()
 
+
+
+def test_numbers_are_written_as_javascript_writes_them(http):
+    # MessagePack carries the times as float64; the reference's JSON has 1795650001007
+    jid = http.post("/queues/nums/jobs", json={"data": 1.5}, headers=AUTH).json()["id"]
+    text = http.get(f"/jobs/{jid}", headers=AUTH).text
+    created = text.split('"createdAt":', 1)[1].split(",", 1)[0]
+    assert created.isdigit()
+    assert '"data":1.5' in text and '"priority":0,' in text

@@ -29,8 +29,9 @@ def _ext(code: int, data: bytes):
 
 def decode_reply(frame: bytes) -> dict:
     """A framed bunqueue reply (4-byte length + MessagePack map) as a JSON-ready dict, its
-    `reqId` dropped; as JSON.stringify, undefined members are left out; bytes become text
-    (UTF-8, replacement characters)."""
+    `reqId` dropped; as JSON.stringify, undefined members are left out, integral floats are
+    written as integers (1795650001007, not 1795650001007.0) and NaN / infinities as null;
+    bytes become text (UTF-8, replacement characters)."""
     obj = decode_reply_raw(frame)
     obj.pop("reqId", None)
     return _jsonable(obj)
@@ -52,7 +53,12 @@ def _jsonable(v):
         return None
     if isinstance(v, (bytes, bytearray)):
         return bytes(v).decode("utf-8", "replace")
-    if v is None or isinstance(v, (str, int, float, bool)):
+    if isinstance(v, float):
+        # JSON.stringify: an integral number has no ".0"; NaN and the infinities are null
+        if v != v or v in (float("inf"), float("-inf")):
+            return None
+        return int(v) if v.is_integer() and abs(v) < 2 ** 53 else v
+    if v is None or isinstance(v, (str, int, bool)):
         return v
     return str(v)
 
