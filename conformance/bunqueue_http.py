@@ -44,7 +44,7 @@ STEPS = [
 
 #: keys whose values differ from run to run (replaced by a marker of their type)
 _IDS = {"id", "jobId", "token", "lockToken", "owner", "parentId"}
-_MS = {"createdAt", "startedAt", "completedAt", "runAt", "timestamp", "processedOn",
+_MS = {"createdAt", "ts", "startedAt", "completedAt", "runAt", "timestamp", "processedOn",
        "finishedOn", "lastHeartbeat", "stalledAt", "since", "uptime", "expireAt"}
 
 
@@ -126,3 +126,37 @@ def path_template(name: str) -> str:
         if s[0] == name:
             return s[2]
     raise KeyError(name)
+
+
+def play_ws(base: str, token: str = TOKEN) -> list:
+    """Open `/ws/queues/mine` (Bearer `token`), push a job to `other` and one to `mine`,
+    pull and ack the latter over HTTP; the normalised JSON messages received within 2 s of
+    the last one (the reference's legacy event format: wsHandler.js broadcast)."""
+    import asyncio
+
+    import aiohttp
+    import httpx
+    h = {"Authorization": f"Bearer {token}"}
+
+    def act():
+        with httpx.Client(base_url=base, headers=h, timeout=10) as c:
+            c.post("/queues/other/jobs", json={"data": 1})
+            jid = c.post("/queues/mine/jobs", json={"data": 2}).json()["id"]
+            c.get("/queues/mine/jobs")
+            c.post(f"/jobs/{jid}/ack", json={"result": {"r": 1}})
+
+    async def main():
+        out = []
+        async with aiohttp.ClientSession() as cs:
+            async with cs.ws_connect(base + "/ws/queues/mine", headers=h) as ws:
+                await asyncio.get_running_loop().run_in_executor(None, act)
+                try:
+                    while True:
+                        m = await asyncio.wait_for(ws.receive(), 2)
+                        if m.type != aiohttp.WSMsgType.TEXT:
+                            break
+                        out.append(normalise(json.loads(m.data)))
+                except asyncio.TimeoutError:
+                    pass
+        return out
+    return asyncio.run(main())

@@ -5,7 +5,8 @@
 Starts the reference server (tests/bunqueue_real.BunqueueServer: Bun and bunqueue from
 tests/bunqueue_client/node_modules, a fresh SQLite file, auth token
 conformance.bunqueue_http.TOKEN), plays conformance.bunqueue_http.STEPS on its HTTP port with
-httpx and writes {"server", "notes", "steps": [normalised records]}. Exit status 0, or 1 when
+httpx and writes {"server", "notes", "steps": [normalised records], "ws": [normalised
+messages of conformance.bunqueue_http.play_ws]}. Exit status 0, or 1 when
 the server could not be started.
 """
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import httpx
 
-from .bunqueue_http import TOKEN, play
+from .bunqueue_http import TOKEN, play, play_ws
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO_ROOT / "tests" / "data" / "bunqueue-http-golden.json"
@@ -41,11 +42,12 @@ def main(argv=None) -> int:
     try:
         with httpx.Client(timeout=10) as c:
             steps = play(c, f"http://127.0.0.1:{srv.http_port}")
+        ws = play_ws(f"http://127.0.0.1:{srv.http_port}")
     finally:
         srv.kill()
     doc = {"server": SERVER,
-           "notes": "normalised: ids <id>, times <ms>, memory/collections <n>, version",
-           "steps": steps}
+           "notes": "normalised: ids <id>, times <ms>, memory/collections <n>, version; ws: /ws/queues/mine messages",
+           "steps": steps, "ws": ws}
     Path(a.out).write_text(json.dumps(doc, indent=1) + "\n")
     print(f"{len(steps)} steps -> {a.out}")
     return 0

@@ -9,7 +9,9 @@ canonical engine, on real sockets with httpx, SQLite files and a greenstalk clie
 - a job POSTed over HTTP is reserved by a beanstalk worker, and a beanstalk job is seen,
   pulled and acked over HTTP; a waiting pull is answered by a beanstalk put;
 - /ready and /health answer 503 while storage is unavailable;
-- hostile input: malformed and non-object JSON, odd paths and methods, a junk timeout.
+- hostile input: malformed and non-object JSON, odd paths and methods, a junk timeout;
+- `/ws`: the engine's job events (every dialect's) as the reference's legacy messages
+  (golden "ws"), per queue with `/ws/queues/:q`, behind the token.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ import greenstalk
 import httpx
 import pytest
 
-from conformance.bunqueue_http import TOKEN, play
+from conformance.bunqueue_http import TOKEN, play, play_ws
 from gateway.config import Listener
 
 from .inproc import InProcServer
@@ -284,3 +286,60 @@ def test_numbers_are_written_as_javascript_writes_them(http):
     created = text.split('"createdAt":', 1)[1].split(",", 1)[0]
     assert created.isdigit()
     assert '"data":1.5' in text and '"priority":0,' in text
+
+
+# ------------------------------------------------------------------ /ws
+def _ws_events(srv, path: str, headers: dict, act, n: int) -> list:
+    """Open websocket `path`, run `act()` (on a thread: it uses blocking clients), return the
+    first `n` JSON messages (10 s at most)."""
+    import asyncio
+
+    import aiohttp
+
+    async def main():
+        async with aiohttp.ClientSession() as cs:
+            async with cs.ws_connect(f"http://127.0.0.1:{srv.ports['http']}{path}",
+                                     headers=headers) as ws:
+                await asyncio.get_running_loop().run_in_executor(None, act)
+                out = []
+                while len(out) < n:
+                    msg = await asyncio.wait_for(ws.receive(), 10)
+                    out.append(json.loads(msg.data))
+                return out
+    return asyncio.run(main())
+
+
+def test_ws_streams_job_events_of_every_dialect(srv, http, gs):
+    ids = {}
+
+    def act():
+        ids["b"] = derived_uid(gs("wsq").put(b"from beanstalk"))
+        ids["h"] = http.post("/queues/wsq/jobs", json={"data": 1}, headers=AUTH).json()["id"]
+    got = _ws_events(srv, "/ws", AUTH, act, 2)
+    assert [(e["queue"], e["jobId"]) for e in got] == [("wsq", ids["b"]), ("wsq", ids["h"])]
+    assert all(e["eventType"] == "pushed" and isinstance(e["timestamp"], int) for e in got)
+
+
+def test_ws_queue_filter_and_completion(srv, http, gs):
+    def act():
+        http.post("/queues/other/jobs", json={"data": 1}, headers=AUTH)
+        jid = http.post("/queues/mine/jobs", json={"data": 2}, headers=AUTH).json()["id"]
+        http.get("/queues/mine/jobs", headers=AUTH)
+        http.post(f"/jobs/{jid}/ack", json={"result": {"r": 1}}, headers=AUTH)
+    got = _ws_events(srv, "/ws/queues/mine", AUTH, act, 3)
+    assert {e["queue"] for e in got} == {"mine"}
+    assert [e["eventType"] for e in got] == ["pushed", "pulled", "completed"]
+    assert got[-1]["data"] == {"r": 1}
+
+
+def test_ws_answers_as_the_reference(tmp_path):
+    s = _server(tmp_path)
+    try:
+        assert play_ws(f"http://127.0.0.1:{s.ports['http']}") == GOLDEN["ws"]
+    finally:
+        s.stop()
+
+
+def test_ws_needs_the_token(http):
+    r = http.get("/ws", headers={"Connection": "Upgrade", "Upgrade": "websocket"})
+    assert r.status_code == 401 and r.json() == {"ok": False, "error": "Unauthorized"}

@@ -53,6 +53,8 @@ def build_app(state, hooks) -> web.Application:
     from protocols.bunqueue.handlers_query import counts
     from protocols.bunqueue.info import SPEAKS_VERSION
 
+    from .state import decode_reply
+
     port = state.port
 
     def uptime_s() -> int:
@@ -97,6 +99,8 @@ def build_app(state, hooks) -> web.Application:
         ok, principal = state.principal(request.headers.get("Authorization"))
         if not ok:
             return reply({"ok": False, "error": "Unauthorized"}, 401)
+        if path == "/ws" or path.startswith("/ws/queues/"):
+            return await websocket(request, path, principal)
         try:
             return await route(request, path, method, principal)
         except web.HTTPException:
@@ -175,6 +179,49 @@ def build_app(state, hooks) -> web.Application:
                 r = await run(principal, cmd)
                 return reply(r, 200 if r.get("ok") else 400)
         return reply({"ok": False, "error": "Not found"}, 404)
+
+    async def websocket(request, path, principal):
+        """`/ws` (every queue) or `/ws/queues/:q`: the engine's job events as the reference
+        sends them to a client without subscriptions (wsHandler.js broadcast, legacy format):
+        one text message per event, JSON.stringify of {eventType, queue, jobId, timestamp[,
+        data | error]}. Messages from the client are not answered (see docs/http.md)."""
+        from urllib.parse import unquote
+        ws = web.WebSocketResponse(heartbeat=120)
+        await ws.prepare(request)
+        wake = asyncio.Event()
+        frames: list = []
+        sess = state.event_session(principal, lambda data, _commit: frames.append(data),
+                                   lambda _fn: wake.set())
+        queue = unquote(path[len("/ws/queues/"):]) if path.startswith("/ws/queues/") else None
+        try:
+            sess.subscribe({queue} if queue else set())
+        except Exception as e:   # a queue the principal may not use
+            await ws.send_str(json.dumps({"ok": False, "error": str(e)}))
+            await ws.close()
+            sess.close()
+            return ws
+
+        async def drain_input():
+            async for _ in ws:   # ignored; ends when the client closes
+                pass
+            wake.set()
+        reader = asyncio.ensure_future(drain_input())
+        try:
+            while not ws.closed:
+                await wake.wait()
+                wake.clear()
+                sess.send_events()   # the subscription's buffer -> `frames`
+                out, frames[:] = list(frames), []
+                for f in out:
+                    r = decode_reply(f)
+                    if r.get("type") == "event":
+                        await ws.send_str(json.dumps(r["event"], separators=(",", ":")))
+        except ConnectionResetError:
+            pass
+        finally:
+            reader.cancel()
+            sess.close()
+        return ws
 
     async def stats(principal) -> dict:
         m = (await run(principal, {"cmd": "Metrics"}))["metrics"]

@@ -140,6 +140,14 @@ class HttpState:
         self.waiting.discard(rid)
         return decode_reply(r), rid, sess.need_commit
 
+    def event_session(self, principal, deliver, defer) -> Session:
+        """A Session of its own for one `/ws` client (its event subscription): `deliver(frame,
+        need_commit)` receives the event frames, `defer(fn)` is called when events wait (the
+        caller then calls `send_events()`). Close it when the client goes."""
+        s = Session(self.info, deliver, defer=defer, principal=principal)
+        s.authed = True
+        return s
+
     def forget(self, rid: str) -> None:
         """The request waiting for `rid` went away (its late reply is dropped)."""
         self.waiting.discard(rid)
