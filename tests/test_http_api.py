@@ -343,3 +343,32 @@ def test_ws_answers_as_the_reference(tmp_path):
 def test_ws_needs_the_token(http):
     r = http.get("/ws", headers={"Connection": "Upgrade", "Upgrade": "websocket"})
     assert r.status_code == 401 and r.json() == {"ok": False, "error": "Unauthorized"}
+
+
+def test_stopping_closes_open_websockets_and_waiting_pulls(tmp_path):
+    import asyncio
+
+    import aiohttp
+    s = _server(tmp_path)
+    base = f"http://127.0.0.1:{s.ports['http']}"
+    out = {}
+
+    def pull():
+        try:
+            out["pull"] = httpx.get(base + "/queues/none/jobs", params={"timeout": 60000},
+                                    headers=AUTH, timeout=30).status_code
+        except httpx.HTTPError as e:
+            out["pull"] = type(e).__name__
+    t = threading.Thread(target=pull)
+    t.start()
+
+    async def main():
+        async with aiohttp.ClientSession() as cs:
+            async with cs.ws_connect(base + "/ws", headers=AUTH) as ws:
+                await asyncio.get_running_loop().run_in_executor(None, s.stop)
+                msg = await asyncio.wait_for(ws.receive(), 10)
+                return msg.type, msg.data
+    kind, code = asyncio.run(main())
+    t.join(30)
+    assert kind in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED) and code == 1001
+    assert not t.is_alive() and "pull" in out

@@ -110,6 +110,7 @@ def build_app(state, hooks) -> web.Application:
             return reply({"ok": False, "error": str(e) or e.__class__.__name__}, 500)
 
     late: dict = {}   # reqId -> future of a command answering later
+    sockets: set = set()   # open /ws connections (closed first when the server stops)
 
     def on_late(rid, r, need):
         fut = late.pop(rid, None)
@@ -188,6 +189,7 @@ def build_app(state, hooks) -> web.Application:
         from urllib.parse import unquote
         ws = web.WebSocketResponse(heartbeat=120)
         await ws.prepare(request)
+        sockets.add(ws)
         wake = asyncio.Event()
         frames: list = []
         sess = state.event_session(principal, lambda data, _commit: frames.append(data),
@@ -221,6 +223,7 @@ def build_app(state, hooks) -> web.Application:
         finally:
             reader.cancel()
             sess.close()
+            sockets.discard(ws)
         return ws
 
     async def stats(principal) -> dict:
@@ -247,6 +250,7 @@ def build_app(state, hooks) -> web.Application:
 
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app.router.add_route("*", "/{tail:.*}", dispatch)
+    app["websockets"] = sockets
     return app
 
 
@@ -261,6 +265,10 @@ _PUSH_KEYS = ("data", "priority", "delay", "maxAttempts", "backoff", "timeout", 
               "dependsOn", "tags", "lifo", "repeat")
 
 
+#: s that requests in flight may take to finish when the server stops
+SHUTDOWN_S = 2.0
+
+
 class _Server:
     """A running aiohttp listener; `await aclose()` stops it and ends the HTTP sessions."""
 
@@ -268,6 +276,8 @@ class _Server:
         self.runner, self.state = runner, state
 
     async def aclose(self) -> None:
+        for ws in list(self.runner.app["websockets"]):
+            await ws.close(code=1001, message=b"server stopping")
         await self.runner.cleanup()
         self.state.close()
 
@@ -275,7 +285,9 @@ class _Server:
 async def serve(state, sock, hooks):
     """Registration.serve (protocols/contract.py): serve `state`'s app on the bound
     listening socket `sock` (TLS with hooks.ssl_context); returns the server to aclose()."""
-    runner = web.AppRunner(build_app(state, hooks), access_log=None, handle_signals=False)
+    # stopping: requests in flight (a waiting pull) get SHUTDOWN_S, then are cancelled
+    runner = web.AppRunner(build_app(state, hooks), access_log=None, handle_signals=False,
+                           shutdown_timeout=SHUTDOWN_S)
     await runner.setup()
     site = web.SockSite(runner, sock, ssl_context=hooks.ssl_context)
     await site.start()
