@@ -21,6 +21,8 @@ from aiohttp import web
 log = logging.getLogger("jobgate.http")
 
 _CORS = {"Access-Control-Allow-Origin": "*"}
+#: the app's set of open /ws connections
+WEBSOCKETS = web.AppKey("websockets", set)
 _PROM_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -250,7 +252,7 @@ def build_app(state, hooks) -> web.Application:
 
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app.router.add_route("*", "/{tail:.*}", dispatch)
-    app["websockets"] = sockets
+    app[WEBSOCKETS] = sockets
     return app
 
 
@@ -276,7 +278,7 @@ class _Server:
         self.runner, self.state = runner, state
 
     async def aclose(self) -> None:
-        for ws in list(self.runner.app["websockets"]):
+        for ws in list(self.runner.app[WEBSOCKETS]):
             await ws.close(code=1001, message=b"server stopping")
         await self.runner.cleanup()
         self.state.close()
