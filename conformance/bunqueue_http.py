@@ -8,7 +8,7 @@ of a malformed body, or None. `{job1}`-style markers in a path are the `id` of t
 earlier step's reply (`{pull1}`: the `job.id` of a pull's reply).
 
 `play(client, base)` runs them with an httpx.Client and returns the normalised records
-`{name, request, status, content_type, body}`: volatile values (ids, timestamps, uptime,
+`{name, request, status, content_type, cors (Access-Control-Allow-Origin or null), body}`: volatile values (ids, timestamps, uptime,
 memory, version, rates) become markers such as "<id>" and "<ms>" so two servers compare.
 """
 from __future__ import annotations
@@ -116,6 +116,7 @@ def play(client, base: str, token: str = TOKEN) -> list:
                                               "auth": tok, "body": body if not isinstance(
                                                   body, bytes) else body.decode()},
                     "status": r.status_code, "content_type": ctype.split(";")[0].strip(),
+                    "cors": r.headers.get("access-control-allow-origin"),
                     "body": normalise(parsed)})
     return out
 

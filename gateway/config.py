@@ -8,6 +8,7 @@ A file looks like this (every key optional; unknown keys are an error naming the
       # (gateway/access.py; docs/operations.md "TLS and access")
       workq: {host: 127.0.0.1, port: 9922}
       bunqueue: {host: 127.0.0.1, port: 6789}
+      http: {host: 127.0.0.1, port: 6790}           # bunqueue's HTTP API (docs/http.md)
     database:
       url: sqlite:///jobgate.db                     # or postgresql+psycopg://user@host/db
       sqlite_synchronous: normal                    # normal | full
@@ -34,6 +35,8 @@ A file looks like this (every key optional; unknown keys are an error naming the
       half_sent_timeout_s: 60
       pre_auth_max_frame: 65536                     # bytes, before Auth (tokens set)
       auth_timeout_s: 10                            # s to Auth (tokens set), 0: no limit
+    http:
+      cors_origins: ["*"]                           # Access-Control-Allow-Origin; none: empty
     webhooks:                                       # delivery of job events (gateway/webhooks.py)
       allow: ["127.0.0.1/32", hooks.corp]           # receivers exempt from the SSRF rules
       timeout_ms: 10000                             # per request

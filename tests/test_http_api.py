@@ -87,6 +87,7 @@ def played(tmp_path_factory):
 def test_endpoint_answers_as_the_reference(played, step):
     got = played[step["name"]]
     assert (got["status"], got["content_type"]) == (step["status"], step["content_type"])
+    assert got["cors"] == step["cors"]
     assert got["body"] == step["body"]
 
 
@@ -258,7 +259,20 @@ def test_ack_with_a_bad_body_is_400_and_the_job_stays_active(http, gs):
 def test_cors_preflight(http):
     r = http.options("/queues/q/jobs")
     assert r.status_code == 204
-    assert r.headers["access-control-allow-origin"] == "*"
+    assert r.headers["access-control-allow-origin"] == ""
+
+
+def test_cors_origins_option(tmp_path):
+    s = InProcServer(None, dialects=("http",), http={"cors_origins": ["https://a.example",
+                                                                     "https://b.example"]})
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{s.ports['http']}") as c:
+            want = "https://a.example, https://b.example"
+            assert c.get("/health").headers["access-control-allow-origin"] == want
+            assert c.get("/stats").headers["access-control-allow-origin"] == want
+            assert c.options("/stats").headers["access-control-allow-origin"] == want
+    finally:
+        s.stop()
 
 
 def test_token_principal_limits_queues_as_on_the_bunqueue_listener(tmp_path):

@@ -17,14 +17,14 @@ Engine access: the port only. Each request runs the bunqueue command the referen
 runs (PUSH, PULL, GetJob, ACK, FAIL) through protocols/bunqueue's Session (one per
 principal), so the job JSON, option parsing and errors are the bunqueue listener's.
 """
-from ..contract import Registration, lazy_call
+from ..contract import Option, Registration, lazy_call
 
 __all__ = ["REGISTRATION"]
 
 
 def _state(port, options: dict, context):
     from .state import HttpState
-    return HttpState(port, context)
+    return HttpState(port, context, options["cors_origins"])
 
 
 REGISTRATION = Registration(
@@ -33,5 +33,11 @@ REGISTRATION = Registration(
     make_state=_state,
     session_factory=None,   # serves its own connections (aiohttp): `serve`
     serve=lazy_call(__name__, ".app", "serve"),
+    options_path=("http",),
+    options=(
+        # the reference's cors.origins / CORS_ALLOW_ORIGIN (default none: an empty header)
+        Option("cors_origins", "str_list", (),
+               help="Access-Control-Allow-Origin values (e.g. ['*']); none: an empty header"),
+    ),
     summary="bunqueue 2.9.5 HTTP API (/health, /ready, /stats, /queues/:q/jobs, /jobs/:id)",
 )

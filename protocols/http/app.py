@@ -5,8 +5,9 @@ http-routes/queueJobs.js; golden: tests/data/bunqueue-http-golden.json).
 Routing as the reference: OPTIONS answers the CORS preflight (204); `/health`, `/healthz`
 (`/live`), `/ready` and `/prometheus` need no token; every other path needs `Authorization:
 Bearer <token>` when tokens are configured (401 `{"ok":false,"error":"Unauthorized"}`), then
-an unknown path or method is 404 `{"ok":false,"error":"Not found"}`. JSON replies carry
-`Access-Control-Allow-Origin: *`.
+an unknown path or method is 404 `{"ok":false,"error":"Not found"}`. Replies but the 401 and
+the 500 carry `Access-Control-Allow-Origin` (option `http.cors_origins`; none configured: an
+empty value, as the reference's default).
 """
 from __future__ import annotations
 
@@ -20,16 +21,17 @@ from aiohttp import web
 
 log = logging.getLogger("jobgate.http")
 
-_CORS = {"Access-Control-Allow-Origin": "*"}
 #: the app's set of open /ws connections
 WEBSOCKETS = web.AppKey("websockets", set)
 _PROM_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
-def reply(data, status: int = 200) -> web.Response:
-    """A JSON response as the reference's jsonResponse (compact JSON, CORS header)."""
+def reply(data, status: int = 200, cors: str | None = None) -> web.Response:
+    """A JSON response as the reference's jsonResponse (compact JSON; the CORS header when
+    `cors` is not None)."""
+    headers = None if cors is None else {"Access-Control-Allow-Origin": cors}
     return web.Response(body=json.dumps(data, separators=(",", ":")).encode(), status=status,
-                        content_type="application/json", headers=_CORS)
+                        content_type="application/json", headers=headers)
 
 
 async def _json_body(request, empty_ok: bool):
@@ -58,6 +60,12 @@ def build_app(state, hooks) -> web.Application:
     from .state import decode_reply
 
     port = state.port
+    cors = {"Access-Control-Allow-Origin": state.cors}
+
+    def creply(data, status: int = 200) -> web.Response:
+        # routed replies carry the CORS header (the reference's routeHttpRequest); the
+        # 401 and the 500 do not
+        return reply(data, status, state.cors)
 
     def uptime_s() -> int:
         return max(0, (port.clock.wall_ms() - state.started_ms) // 1000)
@@ -70,7 +78,7 @@ def build_app(state, hooks) -> web.Application:
         path, method = request.path, request.method
         if method == "OPTIONS":
             return web.Response(status=204, headers={
-                **_CORS, "Access-Control-Allow-Methods": "GET, POST, PUT, DELETE, OPTIONS",
+                **cors, "Access-Control-Allow-Methods": "GET, POST, PUT, DELETE, OPTIONS",
                 "Access-Control-Allow-Headers": "Content-Type, Authorization",
                 "Access-Control-Max-Age": "86400"})
         if path == "/health":
@@ -84,20 +92,20 @@ def build_app(state, hooks) -> web.Application:
                     "connections": {"tcp": 0, "ws": 0, "sse": 0}, "memory": _memory()}
             if not ok:
                 body["storage"] = storage_extra()
-            return reply(body, 200 if ok else 503)
+            return reply(body, 200 if ok else 503, state.cors)
         if path in ("/healthz", "/live"):
-            return web.Response(text="OK", headers=_CORS)
+            return web.Response(text="OK", headers=cors)
         if path == "/ready":
             # the listener serves only after recovery (gateway/server.py): ready = storage up
             ok = port.storage_state()["available"]
             body = {"ok": ok, "ready": ok}
             if not ok:
                 body["storage"] = storage_extra()
-            return reply(body, 200 if ok else 503)
+            return reply(body, 200 if ok else 503, state.cors)
         if path == "/prometheus" and method == "GET":
             r = await run(None, {"cmd": "Prometheus"})
             return web.Response(body=r["data"]["metrics"].encode(),
-                                headers={**_CORS, "Content-Type": _PROM_TYPE})
+                                headers={**cors, "Content-Type": _PROM_TYPE})
         ok, principal = state.principal(request.headers.get("Authorization"))
         if not ok:
             return reply({"ok": False, "error": "Unauthorized"}, 401)
@@ -137,14 +145,14 @@ def build_app(state, hooks) -> web.Application:
     async def route(request, path, method, principal):
         parts = path.split("/")[1:]
         if path == "/stats" and method == "GET":
-            return reply(await stats(principal))
+            return creply(await stats(principal))
         if len(parts) == 3 and parts[0] == "queues" and parts[2] == "jobs" and parts[1]:
             from urllib.parse import unquote
             queue = unquote(parts[1])
             if method == "POST":
                 body = await _json_body(request, empty_ok=False)
                 if not isinstance(body, dict):
-                    return reply({"ok": False, "error": "Invalid JSON body"}, 400)
+                    return creply({"ok": False, "error": "Invalid JSON body"}, 400)
                 cmd = {"cmd": "PUSH", "queue": queue,
                        "name": body["name"] if isinstance(body.get("name"), str) else "default"}
                 for k in _PUSH_KEYS:
@@ -153,23 +161,23 @@ def build_app(state, hooks) -> web.Application:
                 if "maxAttempts" not in body and "attempts" in body:
                     cmd["maxAttempts"] = body["attempts"]
                 r = await run(principal, cmd)
-                return reply(r, 200 if r.get("ok") else 400)
+                return creply(r, 200 if r.get("ok") else 400)
             if method == "GET":
                 try:
                     timeout = int(request.query.get("timeout", "0"))
                 except ValueError:
                     timeout = 0   # parseInt of junk is NaN: no wait
-                return reply(await run(principal, {"cmd": "PULL", "queue": queue,
+                return creply(await run(principal, {"cmd": "PULL", "queue": queue,
                                                    "timeout": max(0, timeout)}))
         if len(parts) in (2, 3) and parts[0] == "jobs" and parts[1]:
             jid = parts[1]
             if len(parts) == 2 and method == "GET":
                 r = await run(principal, {"cmd": "GetJob", "id": jid})
-                return reply(r, 200 if r.get("ok") else 404)
+                return creply(r, 200 if r.get("ok") else 404)
             if len(parts) == 3 and method == "POST" and parts[2] in ("ack", "fail"):
                 body = await _json_body(request, empty_ok=True)
                 if not isinstance(body, dict):
-                    return reply({"ok": False, "error": "Invalid JSON body"}, 400)
+                    return creply({"ok": False, "error": "Invalid JSON body"}, 400)
                 if parts[2] == "ack":
                     cmd = {"cmd": "ACK", "id": jid}
                     keys = ("result", "token")
@@ -180,8 +188,8 @@ def build_app(state, hooks) -> web.Application:
                     if k in body:
                         cmd[k] = body[k]
                 r = await run(principal, cmd)
-                return reply(r, 200 if r.get("ok") else 400)
-        return reply({"ok": False, "error": "Not found"}, 404)
+                return creply(r, 200 if r.get("ok") else 400)
+        return creply({"ok": False, "error": "Not found"}, 404)
 
     async def websocket(request, path, principal):
         """`/ws` (every queue) or `/ws/queues/:q`: the engine's job events as the reference

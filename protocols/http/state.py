@@ -66,10 +66,13 @@ def _jsonable(v):
 class HttpState:
     """`port`: core.api.Port; `access`: the server's core.api.Access (None: open);
     `info`: a protocols.bunqueue BunqueueInfo (tokens from `access`); `started_ms`: wall ms
-    at start (for /health's uptime)."""
+    at start (for /health's uptime); `cors`: the Access-Control-Allow-Origin value."""
 
-    def __init__(self, port, context) -> None:
+    def __init__(self, port, context, cors_origins=()) -> None:
         self.port = port
+        #: the Access-Control-Allow-Origin value: the origins joined as the reference joins
+        #: them ("*" when one of them is "*"; "" when none is configured, its default)
+        self.cors = "*" if "*" in cors_origins else ", ".join(cors_origins)
         self.access = getattr(context, "access", None)
         self.version = getattr(context, "version", "")
         self.info = BunqueueInfo(port, (), 0, getattr(context, "database_path", None),
