@@ -141,8 +141,8 @@ def check_listeners(cfg) -> None:
     for lst in cfg.listeners:
         if lst.unix or lst.open or (lst.tls and lst.tls.get("client_ca")):
             continue
-        if lst.dialect in ("bunqueue", "glidemq") and access.has_tokens:
-            continue   # their clients authenticate (bunqueue Auth; RESP AUTH / HELLO AUTH)
+        if lst.dialect in ("bunqueue", "glidemq", "http") and access.has_tokens:
+            continue   # their clients authenticate (bunqueue Auth; RESP AUTH; HTTP Bearer)
         raise ConfigError(
             f"config key 'listeners.{lst.dialect}.open': access control is on ({why}), but "
             f"{lst.dialect} listens on {lst.describe()} over TCP without client certificates, "

@@ -9,6 +9,7 @@ A file looks like this (every key optional; unknown keys are an error naming the
       workq: {host: 127.0.0.1, port: 9922}
       bunqueue: {host: 127.0.0.1, port: 6789}
       glidemq: {host: 127.0.0.1, port: 6380}        # glide-mq producers over RESP
+      http: {host: 127.0.0.1, port: 6790}           # bunqueue's HTTP API (docs/http.md)
     database:
       url: sqlite:///jobgate.db                     # or postgresql+psycopg://user@host/db
       sqlite_synchronous: normal                    # normal | full
@@ -36,6 +37,8 @@ A file looks like this (every key optional; unknown keys are an error naming the
       half_sent_timeout_s: 60
       pre_auth_max_frame: 65536                     # bytes, before Auth (tokens set)
       auth_timeout_s: 10                            # s to Auth (tokens set), 0: no limit
+    http:
+      cors_origins: ["*"]                           # Access-Control-Allow-Origin; none: empty
     webhooks:                                       # delivery of job events (gateway/webhooks.py)
       allow: ["127.0.0.1/32", hooks.corp]           # receivers exempt from the SSRF rules
       timeout_ms: 10000                             # per request
@@ -90,7 +93,8 @@ class Listener:
 
 
 def _default_listeners() -> list:
-    return [Listener(n, "127.0.0.1", r.default_port) for n, r in registry.DIALECTS.items()]
+    return [Listener(n, "127.0.0.1", r.default_port) for n, r in registry.DIALECTS.items()
+            if r.default_listener]
 
 
 def _default_options() -> dict:

@@ -5,7 +5,7 @@ and `--listen`, default ports, the dialects' config sections and the CLI's help 
 """
 from __future__ import annotations
 
-from protocols import beanstalk, bunqueue, resp, workq
+from protocols import beanstalk, bunqueue, http, resp, workq
 
 #: name -> Registration, in the order listeners start and help lists them.
 DIALECTS = {r.name: r for r in (
@@ -13,6 +13,7 @@ DIALECTS = {r.name: r for r in (
     workq.REGISTRATION,
     bunqueue.REGISTRATION,
     resp.REGISTRATION,
+    http.REGISTRATION,
 )}
 
 

@@ -236,10 +236,35 @@ class Runtime:
         else:
             host, port = sock.getsockname()[:2]
             addr = f"{host}:{port}"
+        if reg.serve is not None:   # a listener serving its own connections (contract.py)
+            from protocols.contract import ServeHooks
+            hooks = ServeHooks(self.wait_durable, lst.ssl_context, addr)
+            return await reg.serve(state, sock, hooks), addr
         # a TLS handshake gets the dialect's half-sent timeout (the command has not even begun)
         hs = self.config.options.get(lst.dialect, {}).get("half_sent_timeout_s") or None
         return Acceptor(loop, sock, factory, f"{lst.dialect} {addr}", ssl=lst.ssl_context,
                         handshake_timeout=hs), addr
+
+    async def wait_durable(self) -> None:
+        """Return once every mutation made so far is committed (durability `commit` with
+        storage; at once otherwise): what a self-serving listener awaits before answering
+        a mutation (protocols/contract.py ServeHooks)."""
+        if not self.durable_replies or self.writer is None:
+            return
+        port = self.port
+        need = port.commit_mark()
+        if need <= port.committed():
+            return
+        done = asyncio.Event()
+
+        def check():
+            if port.committed() >= need:
+                done.set()
+        self.writer.on_commit(check)
+        try:
+            await done.wait()
+        finally:
+            self.writer.off_commit(check)
 
     def stop(self) -> None:
         """Stop serving (what SIGTERM does); callable from the event loop's thread."""
@@ -291,7 +316,11 @@ class Runtime:
                 if self.notifier is not None:
                     self.notifier.stopping("stopping: ending connections, flushing storage")
                 for srv in servers:
-                    srv.close()
+                    if hasattr(srv, "aclose"):   # a self-serving listener (contract.py)
+                        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                            await srv.aclose()
+                    else:
+                        srv.close()
                 for conn in list(self.live):
                     conn.shutdown()
                 self.webhooks.stop()

@@ -31,6 +31,11 @@ bytes of an unfinished command or frame its parser holds (0 when none; for the h
 timeout and the server-wide buffer budget, gateway/limits.py); `handshake_pending() -> bool`:
 True while the connection must still authenticate (closed after the dialect's option
 `auth_timeout_s`, when it has one).
+
+A dialect whose protocol is served by a framework that owns its connections (HTTP: the `http`
+listener, protocols/http) sets `Registration.serve` instead of `session_factory`: the gateway
+binds its socket as for any listener and calls `await serve(state, sock, hooks)` once;
+`hooks` is a ServeHooks. It returns an object whose `async aclose()` stops serving.
 """
 from __future__ import annotations
 
@@ -72,6 +77,19 @@ class Context(NamedTuple):
     access: object = None
 
 
+class ServeHooks(NamedTuple):
+    """What the gateway gives a self-serving listener (`Registration.serve`).
+
+    `wait_durable()`: a coroutine function; awaited after a mutation, it returns once every
+    mutation made so far is committed (durability `commit`; at once otherwise), as
+    `Transport.send(durable=True)` holds a reply. `ssl_context`: the listener's
+    ssl.SSLContext (TLS configured) or None. `address`: "host:port" or "unix:/path"."""
+
+    wait_durable: Callable
+    ssl_context: object = None
+    address: str = ""
+
+
 @dataclass(frozen=True)
 class Option:
     """One configuration key of a dialect: `name`, `kind` ("int" or "str_list"), `default`,
@@ -95,7 +113,11 @@ class Registration:
     `session_factory(state, transport)`: one Session per connection; `refuse_reply`: bytes sent
     to a connection refused at `limits.max_connections` before it is closed (None: closed
     silently); `options_path`: where its options live in the YAML config (e.g.
-    ("limits", "beanstalk")); `options`: its Option list; `summary`: one line for --help.
+    ("limits", "beanstalk")); `options`: its Option list; `summary`: one line for --help;
+    `serve`: None, or for a listener that serves its own connections (HTTP) `async
+    serve(state, sock, hooks: ServeHooks) -> server with async aclose()` (its
+    `session_factory` is then None); `default_listener`: False keeps it out of the listeners
+    started when the config names none (it runs only when configured or given to --listen).
     """
 
     name: str
@@ -106,6 +128,8 @@ class Registration:
     options_path: tuple = ()
     options: tuple = field(default_factory=tuple)
     summary: str = ""
+    serve: Callable | None = None
+    default_listener: bool = True
 
 
 def connection_options(idle_timeout_s: int = 0, half_sent_timeout_s: int = 30) -> tuple:

@@ -145,11 +145,11 @@ def test_registry_is_light_and_exports_stay_reachable():
     import sys
     code = ("import sys, gateway.cli; "
             "print(sorted(m for m in sys.modules if m.startswith(('protocols.', 'core.')) "
-            "or m in ('msgpack', 'sqlalchemy', 'anyio')))")
+            "or m in ('msgpack', 'sqlalchemy', 'anyio', 'aiohttp')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True,
                          text=True, cwd=ROOT).stdout
     assert eval(out) == ["protocols.beanstalk", "protocols.bunqueue", "protocols.contract",
-                         "protocols.resp", "protocols.workq"]
+                         "protocols.http", "protocols.resp", "protocols.workq"]
     from protocols import beanstalk, bunqueue, workq
     from protocols.bunqueue import codec
     assert bunqueue.MAX_FRAME == codec.MAX_FRAME
