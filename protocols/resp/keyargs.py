@@ -40,6 +40,20 @@ def parse_int(b: bytes) -> int:
     raise ReplyError(NOT_INTEGER)
 
 
+def index_range(start: int, stop: int, n: int) -> tuple | None:
+    """Redis's inclusive index range [start, stop] over `n` elements (negative counts from the
+    end; LRANGE, ZRANGE by rank) as a slice (start, stop + 1), or None when it selects
+    nothing."""
+    if start < 0:
+        start += n
+    if stop < 0:
+        stop += n
+    start = max(start, 0)
+    if start > stop or start >= n:
+        return None
+    return start, min(stop, n - 1) + 1
+
+
 def is_word(b: bytes, word: bytes) -> bool:
     """Case-insensitive option keyword test (`word` upper case)."""
     return b.upper() == word

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from .commands import command
 from .encode import Set
-from .keyargs import parse_int
+from .keyargs import index_range, parse_int
 from .keyview import bulk, read, replies
 
 
@@ -46,15 +46,8 @@ def lrange(sess, args):
     indexes are parsed before the key is read (Redis)."""
     start, stop = parse_int(args[1]), parse_int(args[2])
     items = _list(sess, args[0])
-    n = len(items)
-    if start < 0:
-        start += n
-    if stop < 0:
-        stop += n
-    start = max(start, 0)
-    if start > stop or start >= n:
-        return []
-    return [bulk(x) for x in items[start:min(stop, n - 1) + 1]]
+    r = index_range(start, stop, len(items))
+    return [] if r is None else [bulk(x) for x in items[r[0]:r[1]]]
 
 
 @command("LINDEX", 3)

@@ -16,7 +16,7 @@ missing member. Option and range errors are Redis 7.0's texts, raised before the
 from __future__ import annotations
 
 from .commands import SYNTAX, command
-from .keyargs import is_word, parse_int, parse_score_bound, score_reply
+from .keyargs import index_range, is_word, parse_int, parse_score_bound, score_reply
 from .keyview import ReplyError, bulk, read, replies
 
 _LIMIT_RANK = ("ERR syntax error, LIMIT is only supported in combination with either "
@@ -85,17 +85,11 @@ def _generic(sess, args: list, byscore: bool, rev: bool, fixed: bool):
             return []
         sel = sel[offset:] if limit < 0 else sel[offset:offset + limit]
     else:
-        n = len(items)
-        if start < 0:
-            start += n
-        if stop < 0:
-            stop += n
-        start = max(start, 0)
-        if start > stop or start >= n:
+        r = index_range(start, stop, len(items))
+        if r is None:
             return []
-        stop = min(stop, n - 1)
         seq = items[::-1] if rev else items
-        sel = seq[start:stop + 1]
+        sel = seq[r[0]:r[1]]
     return _reply(sess, sel, withscores)
 
 
