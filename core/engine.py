@@ -28,6 +28,7 @@ from .limits import Limits
 from .model import (BURIED, COMPLETED, DEADLINE_SOON, DELAYED, DELETED, READY, RESERVED,
                     TIMED_OUT, TOKEN_CHECKED, TOKEN_REQUIRED, URGENT_RANK)
 from .outcomes import Outcomes
+from .paging import compact_ids as _compact_ids
 from .queues import Queues, _top
 from .records import Job, Owner, Queue
 from .scheduling import SAFETY_MARGIN_MS, Scheduling, _INF
@@ -270,6 +271,7 @@ class Engine(Queues, Scheduling, Outcomes, Extras, Flows, Limits):
             if expire_ms:
                 self._expire_at(job, self.clock.monotonic_ms() + expire_ms)
         q = self.queues.get(queue) or self.queue(queue)
+        q.ids.append(job.id)   # the listing index (core/paging.py)
         q.total_jobs += 1
         self.total_jobs += 1
         j = self.journal
@@ -429,6 +431,9 @@ class Engine(Queues, Scheduling, Outcomes, Extras, Flows, Limits):
         if job.ext is not None:
             self._unindex(job)
         q.deletes += 1
+        q.ids_dead += 1   # the listing index drops it lazily (core/paging.py)
+        if q.ids_dead > (len(q.ids) >> 1) + 1024:
+            _compact_ids(self, q)
         feed = self.feed
         if feed.active:
             if owner is not None:

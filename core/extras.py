@@ -271,6 +271,7 @@ class Extras:
             out.append(job)
             nid += 1
         n = len(out)
+        q.ids.extend(range(self.next_id, nid))   # the listing index (core/paging.py)
         self.next_id = nid
         q.total_jobs += n
         self.total_jobs += n

@@ -224,3 +224,26 @@ class JobOps:
     def cancel_result_wait(self, handle) -> bool:
         """Withdraw a result wait (its client is gone); a run's job is deleted."""
         return self._engine.cancel_result_wait(handle)
+
+    # ------------------------------------------------------------ listing
+    def job_page(self, queue: str, state: str | None = None, after: int | None = None,
+                 before: int | None = None, limit: int = 50):
+        """One keyset page of `queue`'s jobs by id (core/paging.py): up to `limit` JobViews
+        with id > `after` (the first ones), or with id < `before` (the last ones; a `before`
+        past every id gives the last page), or the first page; `state`: one of core.model's
+        LIVE_STATES or "failed" (buried with a result), None for all. Returns
+        (views, more_before, more_after), or None when the queue does not exist. Raises
+        ValueError for an unknown state, `limit` < 1 or both cursors. Cost: the ids walked
+        until `limit` matches, ~30 ns each, or O(count) for a state sparse in the queue."""
+        from .paging import page
+        e = self._engine
+        p = page(e, queue, state, after, before, limit)
+        if p is None:
+            return None
+        return [job_view(e, j) for j in p.jobs], p.more_before, p.more_after
+
+    def failed_count(self, queue: str) -> int:
+        """How many buried jobs of `queue` carry a result (failed for good, dead-lettered);
+        O(buried jobs of the queue). 0 for an unknown queue."""
+        q = self._engine.queues.get(queue)
+        return 0 if q is None else sum(1 for j in q.buried.values() if j.result is not None)

@@ -143,12 +143,14 @@ class Queue:
     Pause: `paused_until` monotonic ms (0 = not paused) and `pause_ms` (the last pause duration).
     Limits: `limits` is the queue's core.limits.QueueSettings while a rate or concurrency limit
     is set (None otherwise: no cost); a limited queue is kept while empty.
+    Listing (core/paging.py): `ids` the ascending ids of the jobs put in it, appended on put,
+    deleted ones dropped lazily (`ids_dead` counts deletes since the last compaction).
     """
 
     __slots__ = (
         "name", "ready", "delayed", "buried", "waiters", "n_ready", "n_delayed", "n_reserved",
         "urgent", "total_jobs", "deletes", "pauses", "using", "watching", "waiting",
-        "paused_until", "pause_ms", "n_done", "keep", "limits",
+        "paused_until", "pause_ms", "n_done", "keep", "limits", "ids", "ids_dead",
     )
 
     def __init__(self, name: str) -> None:
@@ -172,6 +174,8 @@ class Queue:
         self.n_done = 0
         self.keep = False
         self.limits = None
+        self.ids: list = []     # ids of its jobs in ascending order, deleted ones too until
+        self.ids_dead = 0       # compacted (core/paging.py); `ids_dead`: deletes since then
 
     def is_empty(self) -> bool:
         """True when the queue holds no job in any state."""

@@ -66,6 +66,7 @@ def restore(engine, loaded) -> int:
         if r["expires_at_ms"] is not None:
             engine._expire_at(job, now_mono + (r["expires_at_ms"] - now_wall))
         q = engine.queue(job.queue)
+        q.ids.append(job.id)   # the listing index (core/paging.py)
         q.total_jobs += 1
         st = r["state"]
         if st == DELAYED and r["ready_at_ms"] is not None:
@@ -83,6 +84,8 @@ def restore(engine, loaded) -> int:
                 engine.journal.mark(job)
         n += 1
     engine.total_jobs += n
+    for q in engine.queues.values():
+        q.ids.sort()   # rows come in id order (then this is a linear check); else sorted now
     engine.next_id = max(engine.next_id, loaded.next_id, top + 1)
     assert all(x.state in (READY, DELAYED, BURIED, COMPLETED, RESERVED)
                for x in engine.jobs.values())
