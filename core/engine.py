@@ -205,6 +205,7 @@ class Engine(Queues, Scheduling, Outcomes, Extras, Flows, Limits):
             del q.buried[job.id]
         elif s is COMPLETED:
             q.n_done -= 1
+            del q.done[job.id]
         job.hver += 1
 
     def _pop_ready(self, q: Queue) -> Job | None:

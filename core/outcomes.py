@@ -111,6 +111,7 @@ class Outcomes:
             job.state = COMPLETED
             job.hver += 1
             q.n_done += 1
+            q.done[job.id] = job
         else:
             self._to_buried(job, q)
         self._emit(job, row, prev, dialect, None,

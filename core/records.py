@@ -135,7 +135,7 @@ class Queue:
     """A named queue (beanstalk tube = workq name = bunqueue queue).
 
     Indexes: `ready` heap of (priority, id, hver, job); `delayed` heap of (ready_at, id, hver, job);
-    `buried` dict id -> job in bury order (FIFO); `waiters` deque of Waiters in arrival order.
+    `buried` dict id -> job in bury order (FIFO); `done` dict id -> completed job; `waiters` deque of Waiters in arrival order.
     Counters: live counts per state (`n_done`: completed jobs kept for their result), `urgent`
     ready jobs, `total_jobs` created, `deletes`, `pauses`; references: `using`, `watching`
     (connections that name it), `waiting` (live waiters); `keep`: never garbage-collected (a
@@ -150,7 +150,7 @@ class Queue:
     __slots__ = (
         "name", "ready", "delayed", "buried", "waiters", "n_ready", "n_delayed", "n_reserved",
         "urgent", "total_jobs", "deletes", "pauses", "using", "watching", "waiting",
-        "paused_until", "pause_ms", "n_done", "keep", "limits", "ids", "ids_dead",
+        "paused_until", "pause_ms", "n_done", "keep", "limits", "ids", "ids_dead", "done",
     )
 
     def __init__(self, name: str) -> None:
@@ -172,6 +172,7 @@ class Queue:
         self.paused_until = 0
         self.pause_ms = 0
         self.n_done = 0
+        self.done: dict[int, Job] = {}   # id -> completed job (core/paging.py)
         self.keep = False
         self.limits = None
         self.ids: list = []     # ids of its jobs in ascending order, deleted ones too until

@@ -76,6 +76,7 @@ def restore(engine, loaded) -> int:
         elif st == COMPLETED:
             job.state = COMPLETED
             q.n_done += 1
+            q.done[job.id] = job
         elif st == RESERVED and r.get("lease_token") and r.get("lease_until_ms") is not None:
             _lease(engine, job, q, r, owners, now_mono, now_wall)
         else:
