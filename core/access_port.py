@@ -33,7 +33,7 @@ QUEUE_ARG = ("attach", "keep", "pause", "queue", "priority_counts", "put", "put_
              "ready_page", "delayed_page", "run", "set_rate_limit", "clear_rate_limit",
              "set_concurrency", "clear_concurrency", "set_stall_config", "stall_config",
              "queue_limits", "queue_settings", "clear_queue_settings", "promote_jobs",
-             "cron_set")
+             "cron_set", "job_page", "failed_count", "drain_queue")
 QUEUE_LIST = ("reserve",)
 OWNER_QUEUE = ("reserve_many",)
 #: name -> the answer for a job that is not visible

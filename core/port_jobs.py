@@ -247,3 +247,18 @@ class JobOps:
         O(buried jobs of the queue). 0 for an unknown queue."""
         q = self._engine.queues.get(queue)
         return 0 if q is None else sum(1 for j in q.buried.values() if j.result is not None)
+
+    def drain_queue(self, queue: str, dialect: str, event: str = "drain") -> int:
+        """Delete the waiting jobs of `queue`: ready and delayed ones, not those waiting for
+        dependencies (bunqueue Drain), in id order, each a `drain` transition (`event`).
+        O(ready + delayed jobs of the queue). Returns how many; 0 for an unknown queue."""
+        e = self._engine
+        q = e.queues.get(queue)
+        if q is None:
+            return 0
+        sel = [x[3].id for x in q.ready if x[3].hver == x[2]]
+        sel += [x[3].id for x in q.delayed if x[3].hver == x[2] and not e.blocked(x[3])]
+        sel.sort()
+        for id in sel:
+            e.delete(None, id, dialect, force=True, event=event)
+        return len(sel)

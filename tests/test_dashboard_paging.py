@@ -163,3 +163,19 @@ def test_recovery_rebuilds_the_index(store):
     left = [i for i in js if i not in js[::3]]
     assert walk(port, "q", limit=4) == left == walk_back(port, "q", limit=4)
     assert walk(port, "q", "buried") == [js[4]]
+
+
+def test_drain_queue(e):
+    port = Port.of(e)
+    o = Owner("beanstalk")
+    a, b, c, d = (put(e, "q").id for _ in range(4))
+    late = put(e, "q", delay=1000).id
+    e.reserve_job(o, b)
+    e.reserve_job(o, c)
+    e.bury(o, c, 0)
+    sub = port.subscribe()
+    assert port.drain_queue("q", "http") == 3   # a, d and the delayed one
+    assert [(x.kind, x.job_id) for x in sub.take()] == [("drain", a), ("drain", d),
+                                                        ("drain", late)]
+    assert walk(port, "q") == [b, c]
+    assert port.drain_queue("nope", "http") == 0
