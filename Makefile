@@ -9,7 +9,7 @@ SERVE_PY := $(SERVE_VENV)/bin/python
 PYTHON ?= python3
 # what the serve environment is built from: it is rebuilt when any of them changes
 SERVE_SOURCES := pyproject.toml README.md LICENSE $(wildcard core/*.py gateway/*.py protocols/*.py \
-	protocols/*/*.py migrations/*.py migrations/versions/*.py migrations/alembic.ini \
+	protocols/*/*.py protocols/http/ui/*.py protocols/http/ui/templates/* protocols/http/ui/static/* migrations/*.py migrations/versions/*.py migrations/alembic.ini \
 	migrations/script.py.mako pipeline/*.py conformance/*.py)
 
 .PHONY: serve serve-env test deps bench conformance clean

@@ -27,7 +27,9 @@ PORT_MODULES = {"core.api", "core.model"}
 IO_MODULES = {"socket", "asyncio", "anyio", "selectors", "ssl", "uvloop", "aiohttp"}
 #: modules that serve their own connections through a framework (Registration.serve,
 #: protocols/contract.py): the only ones in protocols/ that may use the event loop
-SELF_SERVING = {"protocols/http/app.py"}
+SELF_SERVING = {"protocols/http/app.py", "protocols/http/ui/__init__.py",
+                "protocols/http/ui/views.py", "protocols/http/ui/live.py",
+                "protocols/http/ui/auth.py"}
 NOT_FOR_CORE = {"gateway", "protocols", "migrations", "pipeline", "conformance", "tests",
                 "benchmarks"}
 

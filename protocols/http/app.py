@@ -259,6 +259,8 @@ def build_app(state, hooks) -> web.Application:
             "memory": dict(_memory(), external=0, arrayBuffers=0), "collections": {}}
 
     app = web.Application(client_max_size=64 * 1024 * 1024)
+    from .ui import mount as mount_ui   # the web dashboard at /ui (docs/dashboard.md)
+    mount_ui(app, state)
     app.router.add_route("*", "/{tail:.*}", dispatch)
     app[WEBSOCKETS] = sockets
     return app
