@@ -106,6 +106,9 @@ class Dashboard:
         except AccessDenied as e:
             return self.render("error.html", 403, message=f"access denied: queue {e}")
 
+    async def home(self, request):
+        raise web.HTTPSeeOther("/ui/")
+
     # ------------------------------------------------------------------ login
     async def login_form(self, request):
         if self.auth.open:
@@ -266,7 +269,7 @@ class Dashboard:
         """The /ui sub-application."""
         app = web.Application(middlewares=[self.guard])
         r = app.router
-        r.add_get("", lambda _r: web.HTTPSeeOther("/ui/"))
+        r.add_get("", self.home)
         r.add_get("/", self.overview)
         r.add_get("/login", self.login_form)
         r.add_post("/login", self.login)
