@@ -51,6 +51,10 @@ class Problem(Exception):
         self.status = status
 
 
+def _see_other(location: str) -> web.Response:
+    return web.Response(status=303, headers={"Location": location})
+
+
 def _int(v, what: str, lo: int = 0, hi: int = END) -> int:
     """`v` (a query or form str) as an int in [lo, hi], else Problem 400."""
     if v is None or not (v.isascii() and v.isdigit()) or len(v) > 19 or not lo <= int(v) <= hi:
@@ -122,12 +126,12 @@ class Dashboard:
         token = str(form.get("token", ""))
         if not self.auth.check_token(token):
             return self.render("login.html", 401, error="wrong token")
-        resp = web.HTTPSeeOther("/ui/")
+        resp = _see_other("/ui/")
         self.auth.set_cookie(resp, token, request.secure)
         return resp
 
     async def logout(self, request):
-        resp = web.HTTPSeeOther("/ui/login" if not self.auth.open else "/ui/")
+        resp = _see_other("/ui/login" if not self.auth.open else "/ui/")
         self.auth.clear_cookie(resp)
         return resp
 
