@@ -94,8 +94,10 @@ def detail(job, events) -> dict:
     options = [
         ("priority", dialect_priority(job)), ("rank", job.priority),
         ("TTR", f"{job.ttr_ms} ms"), ("delay", f"{job.delay_ms} ms"),
-        ("attempts", f"{job.reserves} / {job.max_attempts or ext.get('maxAttempts') or '-'}"),
-        ("max fails", job.max_fails or "-"),
+        # workq counts attempts at lease (max_attempts), bunqueue at failure (maxAttempts =
+        # max_fails: protocols/bunqueue/jobview.py); "-": unlimited
+        ("attempts / max", f"{job.reserves} / {job.max_attempts or '-'}"),
+        ("fails / max", f"{job.fails} / {job.max_fails or '-'}"),
         ("backoff", json.dumps(_plain(ext["backoff"])) if "backoff" in ext else "-"),
         ("TTL", f"{job.ttl_ms} ms" if job.ttl_ms else "-"),
     ]
