@@ -12,7 +12,9 @@ used; storage only holds the jobs across restarts.
 
 `hotpath TREE [TREE...]`: put + reserve + delete of `--jobs` jobs through the engine port
 (memory mode) in a subprocess per source tree, alternated `--rounds` times in one run, so a
-tree without the index (e.g. /work/main before the merge) and one with it compare side by side.
+tree without the index (e.g. a `git archive` of the commit before it) and one with it compare
+side by side; `--subscribed`: with one feed subscription drained as the dashboard's live hub
+drains it (the engine's cost of an open dashboard; compare with a run without it).
 
     python benchmarks/dashboard_paging.py pages --jobs 1000000 --storage sqlite,postgres
     python benchmarks/dashboard_paging.py hotpath /path/to/old/tree . --jobs 300000
@@ -135,12 +137,17 @@ from core.api import Port
 n = int(sys.argv[2])
 p = Port.create(durable=False)
 o = p.new_owner("beanstalk")
+sub = p.subscribe(None, 20000) if sys.argv[3] == "1" else None   # a dashboard open
 t = time.perf_counter()
 for i in range(n):
     p.put("q", b"x", 0, 0, 60000, "beanstalk")
+    if sub is not None and not i % 1000:
+        sub.take()   # the hub takes the buffer every 250 ms
 for i in range(n):
     r = p.reserve(o, ["q"], 0, None)
     p.delete(o, r.id)
+    if sub is not None and not i % 1000:
+        sub.take()
 print(n * 3 / (time.perf_counter() - t))
 """
 
@@ -150,11 +157,12 @@ def hotpath(args) -> None:
     for _ in range(args.rounds):
         for tree in args.trees:
             out = subprocess.run([sys.executable, "-c", _HOT, os.path.abspath(tree),
-                                  str(args.jobs)], capture_output=True, text=True, check=True,
+                                  str(args.jobs), "1" if args.subscribed else "0"], capture_output=True, text=True, check=True,
                                  env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
             rates[tree].append(float(out.stdout))
     first = statistics.median(rates[args.trees[0]])
-    print(f"put + reserve + delete of {args.jobs:,} jobs through the port (memory mode), "
+    print(f"put + reserve + delete of {args.jobs:,} jobs through the port (memory mode"
+          f"{', a dashboard subscription open' if args.subscribed else ''}), "
           f"median of {args.rounds} alternated rounds")
     for tree, r in rates.items():
         m = statistics.median(r)
@@ -176,6 +184,8 @@ def main() -> None:
     h.add_argument("trees", nargs="+")
     h.add_argument("--jobs", type=int, default=300_000)
     h.add_argument("--rounds", type=int, default=5)
+    h.add_argument("--subscribed", action="store_true",
+                   help="with a feed subscription drained as the dashboard's hub drains it")
     args = ap.parse_args(sys.argv[1:] if len(sys.argv) > 1 else ["pages"])
     if args.cmd == "hotpath":
         hotpath(args)

@@ -12,9 +12,9 @@ operation cannot bypass the check):
   is absent: the operation answers as for a job that does not exist (None, False, NOT_ACTIVE).
 - UID: `find(uid)`, `lookup(uid)`: None for a job of a disallowed queue.
 - LISTING: queue_names / queue_views list allowed queues only; `subscribe` delivers events of
-  allowed queues only. Webhooks (issue 16): a restricted principal registers webhooks for an
-  allowed queue only (none for every queue: AccessDenied "*"), and sees, enables, disables
-  and removes only those (others are absent: None / False).
+  allowed queues only (`count_events` counts those only). Webhooks (issue 16): a restricted
+  principal registers webhooks for an allowed queue only (none for every queue: AccessDenied
+  "*"), and sees, enables, disables and removes only those (others are absent: None / False).
   Cron (issue 16): cron_get / cron_delete / cron_list see the cron schedules of allowed
   queues only (cron_set is QUEUE_ARG).
 - PASS: names no queue or job (clock, server counts, owners, timers, ids; a dialect's own
@@ -47,7 +47,7 @@ JOB_ID = {"job": None, "peek": None, "check_lease": NOT_ACTIVE, "renew": False,
 OWNER_JOB = {"reserve_job": None, "release": False, "bury": False, "touch": False,
              "delete": False}
 UID = ("find", "lookup")
-LISTING = ("queue_names", "queue_views", "subscribe", "add_webhook", "remove_webhook",
+LISTING = ("queue_names", "queue_views", "subscribe", "count_events", "add_webhook", "remove_webhook",
            "set_webhook_enabled", "webhook", "webhooks", "cron_get", "cron_delete", "cron_list")
 PASS = ("clock", "persistence", "restore", "tick", "next_due", "set_wakeup", "set_policy",
         "draining", "set_draining", "commit_mark", "committed", "stats", "detach",
@@ -133,6 +133,12 @@ class ScopedPort:
         sub = self.base.subscribe(queues, *args, **kw)
         sub.allow = self._allows
         return sub
+
+    def count_events(self):
+        """Port.count_events; counts of allowed queues only."""
+        c = self.base.count_events()
+        c.allow = self._allows
+        return c
 
     # ------------------------------------------------------------------ webhooks
     def _hook_visible(self, id) -> bool:

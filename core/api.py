@@ -203,6 +203,12 @@ class Port(JobOps, FlowOps, WebhookOps, SettingsOps, DialectOps):
         drops the oldest when full (core/events.py). Close it when done."""
         return self._engine.feed.subscribe(queues, maxlen, notify)
 
+    def count_events(self):
+        """A core.events.Counter: how many events of each kind each queue had, from now on,
+        read with `take()` -> {(queue, kind): n} (bounded: cleared by each take); far cheaper
+        per event than a Subscription (the dashboard's live view). Close it when done."""
+        return self._engine.feed.count()
+
     # ------------------------------------------------------------- queues
     def attach(self, queue: str, role: str) -> None:
         """Count a connection's reference to `queue`: role "using" or "watching"."""

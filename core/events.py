@@ -128,6 +128,38 @@ class Subscription:
             self.feed._unsubscribe(self)
 
 
+class Counter:
+    """A subscription that only counts events, per (queue, kind): what a live view needs to
+    know (which queues changed, how many events per second) for a fraction of a
+    Subscription's cost per event (no Event is built). `allow`: None, or a predicate on the
+    queue name (the access model). Memory: one entry per (queue, kind) seen since the last
+    `take()`. Close it when done."""
+
+    __slots__ = ("feed", "counts", "allow", "closed")
+
+    def __init__(self, feed: "Feed") -> None:
+        self.feed = feed
+        self.counts: dict = {}
+        self.allow = None
+        self.closed = False
+
+    def take(self) -> dict:
+        """{(queue, kind): events} since the last take (then starts over)."""
+        out = self.counts
+        self.counts = {}
+        if self.allow is not None:
+            allow = self.allow
+            out = {k: n for k, n in out.items() if allow(k[0])}
+        return out
+
+    def close(self) -> None:
+        """Stop counting."""
+        if not self.closed:
+            self.closed = True
+            self.counts = {}
+            self.feed._uncount(self)
+
+
 class Feed:
     """Distributes the engine's events to sinks and subscriptions (module docstring).
 
@@ -142,6 +174,7 @@ class Feed:
         self.clock = clock
         self.sinks: tuple = ()
         self.subs: tuple = ()
+        self.counters: tuple = ()   # Counter objects
         self.watchers: dict = {}
         self.seq = 0
         #: True while some sink or subscription consumes events (the engine skips emit() when
@@ -162,7 +195,18 @@ class Feed:
 
     def _unsubscribe(self, s: Subscription) -> None:
         self.subs = tuple(x for x in self.subs if x is not s)
-        self.active = bool(self.sinks or self.subs)
+        self.active = bool(self.sinks or self.subs or self.counters)
+
+    def count(self) -> Counter:
+        """A new Counter (see its docstring); events from now on."""
+        c = Counter(self)
+        self.counters = self.counters + (c,)
+        self.active = True
+        return c
+
+    def _uncount(self, c: Counter) -> None:
+        self.counters = tuple(x for x in self.counters if x is not c)
+        self.active = bool(self.sinks or self.subs or self.counters)
 
     def emit(self, job, events: tuple, prev: str, dialect: str, durable: bool = True,
              worker: str | None = None, error=None, at: int = 0) -> None:
@@ -175,6 +219,13 @@ class Feed:
             at = self.clock.wall_ms()
         if self.subs:
             self._publish(job, events, prev, dialect, worker, error, at)
+        if self.counters:
+            q = job.queue
+            for c in self.counters:
+                d = c.counts
+                for kind in events:
+                    k = (q, kind)
+                    d[k] = d.get(k, 0) + 1
         for sink in self.sinks:
             sink(job, events, prev, dialect, durable, worker, error, at)
 

@@ -246,7 +246,8 @@ class Extras:
         if j is not None and queue not in j.known_queues:
             j.queue_seen(queue)
         feed = self.feed
-        fast = j is not None and not feed.subs and feed.sinks == (j.on_events,)
+        fast = j is not None and not feed.subs and not feed.counters \
+            and feed.sinks == (j.on_events,)
         if fast:
             events = j.events if j.history else None
             dirty = j.dirty

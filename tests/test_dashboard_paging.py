@@ -179,3 +179,26 @@ def test_drain_queue(e):
                                                         ("drain", late)]
     assert walk(port, "q") == [b, c]
     assert port.drain_queue("nope", "http") == 0
+
+
+def test_count_events(e):
+    """The dashboard's live view: a Counter counts events per (queue, kind), cleared by take;
+    a scoped port counts the allowed queues only."""
+    from core.access import Principal
+    port = Port.of(e)
+    c = port.count_events()
+    scoped = port.scoped(Principal("p", "token", ("a",))).count_events()
+    a = put(e, "a").id
+    put(e, "b")
+    o = Owner("beanstalk")
+    e.reserve_job(o, a)
+    e.delete(o, a)
+    assert c.take() == {("a", "put"): 1, ("b", "put"): 1, ("a", "reserve"): 1,
+                        ("a", "delete"): 1}
+    assert c.take() == {}
+    assert scoped.take() == {("a", "put"): 1, ("a", "reserve"): 1, ("a", "delete"): 1}
+    c.close()
+    scoped.close()
+    assert not e.feed.counters and not e.feed.active   # memory mode: nothing listens now
+    put(e, "a")
+    assert c.take() == {}

@@ -1,30 +1,24 @@
 """Live updates of the dashboard: Server-Sent Events from the engine's event feed
 (docs/dashboard.md, "Live updates").
 
-One Hub per listener holds ONE feed subscription (port.subscribe, bounded: SUB_MAXLEN events,
-drop-oldest, `dropped` counted) while at least one browser listens, and none otherwise (the
-engine publishes nothing for the dashboard when nobody watches). Every TICK_S it takes the
-buffered events and sends each browser one small message: events per second (by kind), the
-queues that changed, and how many events the feed dropped. Each browser has its own queue of
-at most CLIENT_MAX messages; a browser that does not read is skipped (its `overflow` counted and
-reported in its next message, upon which the page reloads what it shows), so a slow browser
-costs bounded memory and never slows the engine. The hub also keeps the last RING events in
-memory for the job detail page ("events seen while the dashboard was open").
+One Hub per listener holds ONE counting subscription to the feed (port.count_events: events
+per (queue, kind), no Event objects built, so an open dashboard costs the engine a dict
+increment per event) while at least one browser listens, and none otherwise. Every TICK_S it
+takes the counts and sends each browser one small message: events per second (by kind) and
+the queues that changed, of the queues its principal may see. Each browser has its own queue
+of at most CLIENT_MAX messages; a browser that does not read is skipped (its `overflow`
+counted and reported in its next message, upon which the page reloads what it shows), so a
+slow browser costs bounded memory and never slows the engine.
 """
 from __future__ import annotations
 
 import asyncio
 import json
-from collections import deque
 
 #: s between two messages
 TICK_S = 0.25
-#: events the hub's feed subscription buffers between two ticks (then drop-oldest)
-SUB_MAXLEN = 20_000
 #: messages waiting for one browser at most
 CLIENT_MAX = 16
-#: recent events kept for job pages
-RING = 5_000
 
 
 class Client:
@@ -37,24 +31,21 @@ class Client:
 
 
 class Hub:
-    """The shared subscription and the listening browsers (module docstring). `port`: the
-    unscoped core.api.Port; `now_ms()`: wall ms."""
+    """The shared counting subscription and the listening browsers (module docstring).
+    `port`: the unscoped core.api.Port."""
 
     def __init__(self, port) -> None:
         self.port = port
         self.clients: set = set()
-        self.sub = None
+        self.sub = None   # the core.events.Counter while someone listens
         self.task = None
-        self.recent: deque = deque(maxlen=RING)
-        self._dropped = 0
 
     def join(self, allows) -> Client:
         """A new Client (allows: queue name -> bool); starts the subscription if first."""
         c = Client(allows)
         self.clients.add(c)
         if self.sub is None:
-            self.sub = self.port.subscribe(None, SUB_MAXLEN)
-            self._dropped = 0
+            self.sub = self.port.count_events()
             self.task = asyncio.ensure_future(self._run())
         return c
 
@@ -73,36 +64,28 @@ class Hub:
             self.task.cancel()
             self.task = None
 
-    def events_of(self, job_id: int) -> list:
-        """The recent events of job `job_id` (core.api.Event), oldest first."""
-        return [e for e in self.recent if e.job_id == job_id]
-
     async def _run(self) -> None:
         while True:
             await asyncio.sleep(TICK_S)
             self.flush()
 
     def flush(self) -> None:
-        """Take the buffered events and queue one message per client."""
+        """Take the counts and queue one message per client."""
         sub = self.sub
         if sub is None:
             return
-        evs = sub.take()
-        dropped = sub.dropped - self._dropped
-        self._dropped = sub.dropped
-        self.recent.extend(evs)
+        counts = sub.take()
         now = self.port.clock.wall_ms()
         for c in list(self.clients):
             kinds: dict = {}
             queues = set()
             allows = c.allows
-            for e in evs:
-                if allows is None or allows(e.queue):
-                    kinds[e.kind] = kinds.get(e.kind, 0) + 1
-                    queues.add(e.queue)
-            msg = {"t": now, "rate": round((sum(kinds.values()) + dropped) / TICK_S, 1),
-                   "kinds": kinds, "queues": sorted(queues), "dropped": dropped,
-                   "overflow": c.overflow}
+            for (queue, kind), n in counts.items():
+                if allows is None or allows(queue):
+                    kinds[kind] = kinds.get(kind, 0) + n
+                    queues.add(queue)
+            msg = {"t": now, "rate": round(sum(kinds.values()) / TICK_S, 1), "kinds": kinds,
+                   "queues": sorted(queues), "overflow": c.overflow}
             try:
                 c.messages.put_nowait(json.dumps(msg, separators=(",", ":")))
                 c.overflow = 0

@@ -76,7 +76,7 @@ def label(job) -> str:
     return "waiting for dependencies" if job.blocked else job.state
 
 
-def detail(job, events) -> dict:
+def detail(job) -> dict:
     """Everything the job page shows, as plain values."""
     ext = dict(job.ext) if job.ext is not None else {}
     text, cut = preview(job.payload, job.fmt, PREVIEW_CHARS)
@@ -112,10 +112,19 @@ def detail(job, events) -> dict:
             "logs": logs, "outcome": outcome, "error": None if error is None else str(error),
             "stack": ext.get("stacktrace"), "created": wall(job.created_ms),
             "extras": json.dumps(_plain(shown), indent=2, ensure_ascii=False) if shown else "",
-            "lease": job.lease,
-            "events": [{"kind": e.kind, "at": wall(e.at_ms), "dialect": e.dialect,
-                        "prev": e.prev, "state": e.state, "worker": e.worker or "",
-                        "error": e.error or ""} for e in events]}
+            "lease": job.lease, "timeline": _timeline(ext.get("timeline"))}
+
+
+def _timeline(t) -> list:
+    """bunqueue's per-job timeline (extras `timeline`: [{state, timestamp, ...}]) as rows."""
+    rows = []
+    for x in t if isinstance(t, (list, tuple)) else ():
+        if isinstance(x, dict):
+            rows.append({"state": str(x.get("state", "")),
+                         "at": wall(x.get("timestamp")) if isinstance(x.get("timestamp"),
+                                                                      int) else "",
+                         "error": str(x.get("error") or "")})
+    return rows
 
 
 def row(job) -> dict:

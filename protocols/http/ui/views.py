@@ -197,7 +197,7 @@ class Dashboard:
         view = port.job(jid)
         if view is None:
             raise Problem(404, f"no job {jid}")
-        d = present.detail(view, self.hub.events_of(jid))
+        d = present.detail(view)
         return self.render("job.html", back=request.path_qs, **d)
 
     async def events(self, request):

@@ -51,9 +51,8 @@
     var m = JSON.parse(ev.data);
     rates.push(m.rate); if (rates.length > 240) rates.shift();   // 60 s at 4 ticks/s
     var r = document.getElementById("rate"); if (r) r.textContent = m.rate;
-    var d = document.getElementById("dropped"); if (d) d.textContent = m.dropped;
     draw();
-    var changed = m.overflow > 0 || m.dropped > 0 ||
+    var changed = m.overflow > 0 ||
       (page === "overview" ? m.queues.length > 0 : m.queues.indexOf(queue) >= 0);
     if (changed) refresh();
   };
