@@ -10,6 +10,9 @@ thread (Port.job_page, `--limit` jobs) and the whole HTTP request's (GET /ui/job
 rendered), best and median of `--reps`. The page comes from the engine whichever storage is
 used; storage only holds the jobs across restarts.
 
+`clustered`: the index's worst case in the engine (memory mode): half the jobs completed,
+then the other half ready, so a filter's walk from one end crosses the other cluster.
+
 `hotpath TREE [TREE...]`: put + reserve + delete of `--jobs` jobs through the engine port
 (memory mode) in a subprocess per source tree, alternated `--rounds` times in one run, so a
 tree without the index (e.g. a `git archive` of the commit before it) and one with it compare
@@ -17,6 +20,7 @@ side by side; `--subscribed`: with one feed subscription drained as the dashboar
 drains it (the engine's cost of an open dashboard; compare with a run without it).
 
     python benchmarks/dashboard_paging.py pages --jobs 1000000 --storage sqlite,postgres
+    python benchmarks/dashboard_paging.py clustered --jobs 1000000
     python benchmarks/dashboard_paging.py hotpath /path/to/old/tree . --jobs 300000
 """
 from __future__ import annotations
@@ -170,6 +174,34 @@ def hotpath(args) -> None:
               f"({', '.join(f'{x:,.0f}' for x in r)})")
 
 
+def clustered(args) -> None:
+    """The index's known worst case, in the engine (memory mode): the first half of the
+    queue's jobs completed, the rest ready; pages of each filter from each end."""
+    from core.api import Port
+    p = Port.create(durable=False)
+    n = args.jobs
+    for lo in range(0, n, 10_000):
+        p.put_many("q", [(b"x", 0, f"u{lo + i}", None) for i in range(min(10_000, n - lo))],
+                   60_000, "bunqueue", 0, "push")
+    o = p.new_owner("bunqueue")
+    for r in p.reserve_many(o, "q", n // 2):
+        p.complete(r.id, b"ok", "bunqueue")
+    print(f"{n:,} jobs: ids 1..{n // 2:,} completed, the rest ready; best of 3 (ms)")
+    print(f"{'filter':10} {'first':>8} {'middle':>8} {'last':>8}")
+    for st in (None, "ready", "completed"):
+        cells = []
+        for kw in ({}, {"after": n // 2}, {"before": 1 << 63}):
+            best = min(_timed(p, st, kw, args.limit) for _ in range(3))
+            cells.append(f"{best * 1000:8.2f}")
+        print(f"{st or 'all':10} {' '.join(cells)}")
+
+
+def _timed(p, st, kw, limit) -> float:
+    t = time.perf_counter()
+    p.job_page("q", st, limit=limit, **kw)
+    return time.perf_counter() - t
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd")
@@ -180,6 +212,9 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--storage", default="sqlite,postgres")
     p.add_argument("--pg-url", default=None)
+    c = sub.add_parser("clustered")
+    c.add_argument("--jobs", type=int, default=1_000_000)
+    c.add_argument("--limit", type=int, default=50)
     h = sub.add_parser("hotpath")
     h.add_argument("trees", nargs="+")
     h.add_argument("--jobs", type=int, default=300_000)
@@ -189,6 +224,8 @@ def main() -> None:
     args = ap.parse_args(sys.argv[1:] if len(sys.argv) > 1 else ["pages"])
     if args.cmd == "hotpath":
         hotpath(args)
+    elif args.cmd == "clustered":
+        clustered(args)
     else:
         pages(args)
 

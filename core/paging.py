@@ -30,6 +30,8 @@ from .model import BURIED, COMPLETED, DELAYED, LIVE_STATES, READY, RESERVED
 FILTERS = LIVE_STATES + ("failed",)
 #: a state with fewer than 1/SPARSE of the queue's ids is read from its own index
 SPARSE = 8
+#: ids an existence check (more_before / more_after) looks at, at most
+EXISTS_BUDGET = 1 << 16
 _CHUNK0 = 256
 _CHUNK_MAX = 1 << 16
 _state = attrgetter("state")
@@ -48,7 +50,9 @@ class Page(NamedTuple):
     """One page of jobs (core.records.Job here; the port turns them into JobViews).
 
     `jobs`: ascending by id, at most `limit`; `more_before` / `more_after`: whether a job of the
-    same filter exists before the first / after the last one (for prev / next links)."""
+    same filter exists before the first / after the last one (for prev / next links). The side
+    the page was read towards is exact; the other side (behind the cursor) is looked up within
+    EXISTS_BUDGET ids of a walked filter and is True when that could not tell."""
 
     jobs: list
     more_before: bool
@@ -120,6 +124,21 @@ def _walk(engine, ids: list, pos: int, forward: bool, state):
         chunk = min(chunk * 4, _CHUNK_MAX)
 
 
+def _exists(engine, ids: list, pos: int, forward: bool, state) -> bool:
+    """Whether a job in `state` lies after index `pos` (forward) or before it; looks at
+    EXISTS_BUDGET ids at most and answers True when it could not tell (a prev / next link
+    that may lead to an empty page, which the dashboard turns into the first / last)."""
+    if forward:
+        sub = ids[pos:pos + EXISTS_BUDGET]
+        start, beyond = 0, pos + EXISTS_BUDGET < len(ids)
+    else:
+        sub = ids[max(0, pos - EXISTS_BUDGET):pos]
+        start, beyond = len(sub), pos > EXISTS_BUDGET
+    if next(_walk(engine, sub, start, forward, state), None) is not None:
+        return True
+    return beyond
+
+
 def _take(it, n: int) -> list:
     out = []
     for j in it:
@@ -167,14 +186,14 @@ def page(engine, queue: str, state: str | None = None, after: int | None = None,
         got = _take(_walk(engine, ids, i, True, state), limit + 1)
         more_after = len(got) > limit
         del got[limit:]
-        more_before = i > 0 and next(_walk(engine, ids, i, False, state), None) is not None
+        more_before = i > 0 and _exists(engine, ids, i, False, state)
         return Page(got, more_before, more_after)
     i = bisect_left(ids, before)
     got = _take(_walk(engine, ids, i, False, state), limit + 1)
     more_before = len(got) > limit
     del got[limit:]
     got.reverse()
-    more_after = i < len(ids) and next(_walk(engine, ids, i, True, state), None) is not None
+    more_after = i < len(ids) and _exists(engine, ids, i, True, state)
     return Page(got, more_before, more_after)
 
 

@@ -232,7 +232,8 @@ class JobOps:
         with id > `after` (the first ones), or with id < `before` (the last ones; a `before`
         past every id gives the last page), or the first page; `state`: one of core.model's
         LIVE_STATES or "failed" (buried with a result), None for all. Returns
-        (views, more_before, more_after), or None when the queue does not exist. Raises
+        (views, more_before, more_after), or None when the queue does not exist (the flag
+        behind the cursor may be a True "maybe": core.paging.Page). Raises
         ValueError for an unknown state, `limit` < 1 or both cursors. Cost: the ids walked
         until `limit` matches, ~30 ns each, or O(count) for a state sparse in the queue."""
         from .paging import page

@@ -202,3 +202,18 @@ def test_count_events(e):
     assert not e.feed.counters and not e.feed.active   # memory mode: nothing listens now
     put(e, "a")
     assert c.take() == {}
+
+
+def test_behind_the_cursor_is_looked_up_within_a_budget(e):
+    """Another state clustered behind the cursor: the lookup of the side behind it stops after
+    EXISTS_BUDGET ids and says "maybe" (True); the side read towards is exact."""
+    from core.paging import EXISTS_BUDGET
+    port = Port.of(e)
+    ready = [put(e, "q").id for _ in range(100)]
+    late = [put(e, "q", delay=60_000).id for _ in range(EXISTS_BUDGET + 10)]
+    views, before, after = port.job_page("q", "ready", after=late[-1])
+    assert views == [] and before is True and after is False   # could not tell: "maybe"
+    views, before, after = port.job_page("q", "ready", before=1 << 63, limit=10)
+    assert [v.id for v in views] == ready[-10:] and before and not after
+    views, before, after = port.job_page("q", "delayed", after=late[4], limit=5)
+    assert [v.id for v in views] == late[5:10] and before and after
