@@ -84,21 +84,27 @@ class FeedMetrics:
     def __call__(self, job_id: int, queue: str, dialect: str, events: tuple, state: str,
                  at: int, created: int, reserves: int) -> None:
         counts = self.events
-        res = self.reserved_at
         for e in events:
             k = (queue, dialect, e)
-            counts[k] = counts.get(k, 0) + 1
-            if e == "reserve":
+            try:
+                counts[k] += 1
+            except KeyError:
+                counts[k] = 1
+        res = self.reserved_at
+        if state == "reserved":
+            if "reserve" in events:    # (a touch or a priority change keeps the reservation)
                 res[job_id] = at
                 if reserves == 1:
                     b = self.wait.get(queue)
                     if b is None:
                         b = self.wait[queue] = Buckets(JOB_SECONDS)
-                    b.observe(max(0, at - created) / 1000)
-            elif e in RUN_END and job_id in res:
-                b = self.run.get(queue)
-                if b is None:
-                    b = self.run[queue] = Buckets(JOB_SECONDS)
-                b.observe(max(0, at - res.pop(job_id)) / 1000)
-        if state != "reserved" and job_id in res:   # left its reservation another way
-            del res[job_id]
+                    b.observe((at - created) / 1000 if at > created else 0.0)
+        elif res and job_id in res:    # the reservation ended (or left another way)
+            t = res.pop(job_id)
+            for e in events:
+                if e in RUN_END:
+                    b = self.run.get(queue)
+                    if b is None:
+                        b = self.run[queue] = Buckets(JOB_SECONDS)
+                    b.observe((at - t) / 1000 if at > t else 0.0)
+                    break
