@@ -10,7 +10,8 @@ scraped over HTTP and parsed with prometheus_client's own parser.
 - the beanstalkd exporter's names (`cmd_put`, `tube_current_jobs_buried{tube}`) and bunqueue's
   (`bunqueue_uptime_seconds`, `bunqueue_queue_jobs_dlq{queue}`) with the right values;
 - an overflowing feed subscription counts in jobgate_event_feed_overflows_total;
-- `/metrics` needs no token, as `/prometheus`; `/prometheus` stays bunqueue's text alone.
+- `/metrics` needs no token, as `/prometheus`; `/prometheus` stays bunqueue's text alone;
+- `jobgate serve` from the command line answers `/metrics`.
 """
 from __future__ import annotations
 
@@ -237,3 +238,27 @@ def test_metrics_is_open_and_prometheus_stays_bunqueues(tmp_path):
             assert "bunqueue_uptime_seconds" in p.text and "jobgate_" not in p.text
     finally:
         s.stop()
+
+
+def test_jobgate_serve_answers_metrics(tmp_path, procs):
+    """`jobgate serve` as an operator runs it (the command line, its own process)."""
+    from .server_support import serve_argv
+    from .support import free_port
+    bport, hport = free_port(), free_port()
+    p = procs(serve_argv("--listen", f"beanstalk=127.0.0.1:{bport}", "--listen",
+                         f"http=127.0.0.1:{hport}", "--database",
+                         f"sqlite:///{tmp_path / 'j.db'}", "--log-level", "warning"))
+    p.wait_tcp(bport)
+    p.wait_tcp(hport)
+    with greenstalk.Client(("127.0.0.1", bport), use="cli") as g:
+        g.put("x")
+    with httpx.Client(base_url=f"http://127.0.0.1:{hport}", timeout=10) as c:
+        m = scrape(c)
+    assert val(m, "jobgate_storage_up") == 1
+    assert val(m, "jobgate_jobs", queue="cli", state="ready") == 1
+    assert val(m, "jobgate_operations_total", dialect="beanstalk", command="put") == 1
+    assert val(m, "jobgate_job_events_total", queue="cli", dialect="beanstalk", event="put") == 1
+    assert val(m, "tube_current_jobs_ready", tube="cli") == 1 and val(m, "cmd_put") == 1
+    assert "bunqueue_uptime_seconds" in m and "process_cpu_seconds_total" in m
+    code, _, err = p.stop()
+    assert code == 0, err
