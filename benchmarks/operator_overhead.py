@@ -151,7 +151,7 @@ def sink_cost(n: int = 100_000) -> None:
     def cycle(durable: bool, sink: bool) -> float:
         port = Port.create(durable=durable)
         if sink:
-            port.observe(FeedMetrics())
+            port.observe(FeedMetrics().record)
         owner = port.new_owner("beanstalk")
         j = port.persistence
         t0 = time.perf_counter()

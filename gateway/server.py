@@ -112,7 +112,7 @@ class Runtime:
         self.served: list = []   # (dialect, server) of the self-serving listeners
         from .metrics import FeedMetrics
         self.feed_metrics = FeedMetrics()   # the feed's counters for /metrics (docs/metrics.md)
-        self.port.observe(self.feed_metrics)
+        self.port.observe(self.feed_metrics.record)
         self._exporter = None
         from .limits import Limits, connection_cap, raise_nofile
         self.nofile = raise_nofile()
