@@ -25,7 +25,7 @@ from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
                                     HistogramMetricFamily)
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.process_collector import ProcessCollector
-from prometheus_client.registry import CollectorRegistry
+from prometheus_client.registry import Collector, CollectorRegistry
 
 from .metrics import BATCH_ROWS, COMMIT_SECONDS, Buckets
 
@@ -57,7 +57,7 @@ def _histogram(name: str, doc: str, labels: list, series) -> HistogramMetricFami
     return h
 
 
-class JobgateCollector:
+class JobgateCollector(Collector):
     """A prometheus_client collector (prometheus_client.registry.Collector: `collect()`
     yields metric families) over a gateway.server.Runtime `rt`."""
 
