@@ -11,6 +11,7 @@ scraped over HTTP and parsed with prometheus_client's own parser.
   (`bunqueue_uptime_seconds`, `bunqueue_queue_jobs_dlq{queue}`) with the right values;
 - an overflowing feed subscription counts in jobgate_event_feed_overflows_total;
 - `/metrics` needs no token, as `/prometheus`; `/prometheus` stays bunqueue's text alone;
+- glide-mq's commands count under Redis names, FCALL under the function's name;
 - `jobgate serve` from the command line answers `/metrics`.
 """
 from __future__ import annotations
@@ -262,3 +263,25 @@ def test_jobgate_serve_answers_metrics(tmp_path, procs):
     assert "bunqueue_uptime_seconds" in m and "process_cpu_seconds_total" in m
     code, _, err = p.stop()
     assert code == 0, err
+
+
+def test_glidemq_commands_and_events(tmp_path):
+    """glide-mq over RESP: Redis command names, FCALL under the glide-mq function's name."""
+    from .resp_support import RespConn, load_library
+    s = InProcServer(f"sqlite:///{tmp_path / 'j.db'}", dialects=("glidemq", "http"))
+    try:
+        c = RespConn(s.ports["glidemq"])
+        load_library(c)
+        assert c.call("PING") == b"PONG"
+        c.add_job("gq")
+        c.add_job("gq")
+        c.close()
+        with httpx.Client(base_url=f"http://127.0.0.1:{s.ports['http']}", timeout=10) as h:
+            m = scrape(h)
+    finally:
+        s.stop()
+    assert by(m, "jobgate_operations_total", dialect="glidemq") == {
+        "FUNCTION": 1, "PING": 1, "glidemq_addJob": 2}
+    assert by(m, "jobgate_job_events_total", queue="gq", dialect="glidemq") == {"add": 2}
+    assert val(m, "jobgate_jobs", queue="gq", state="ready") == 2
+    assert val(m, "jobgate_connections_total", dialect="glidemq") == 1
