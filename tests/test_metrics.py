@@ -237,6 +237,14 @@ def test_metrics_is_open_and_prometheus_stays_bunqueues(tmp_path):
             p = c.get("/prometheus")
             assert p.status_code == 200
             assert "bunqueue_uptime_seconds" in p.text and "jobgate_" not in p.text
+            r = c.post("/queues/hq/jobs", json={"data": {"a": 1}},
+                       headers={"Authorization": "Bearer secret"})
+            assert r.status_code == 200, r.text
+            m = scrape(c)
+            # the routes' bunqueue commands: the /prometheus above, this PUSH
+            assert by(m, "jobgate_operations_total", dialect="http") == {"Prometheus": 1,
+                                                                         "PUSH": 1}
+            assert val(m, "jobgate_jobs", queue="hq", state="ready") == 1
     finally:
         s.stop()
 
