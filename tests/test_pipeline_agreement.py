@@ -61,8 +61,9 @@ FINAL_FAIL_DLQ = {BS: 0, WQ: 2, BQQ: 2, SHARED: 0}
 def _beanstalk(port: int) -> None:
     c = greenstalk.Client(("127.0.0.1", port), use=BS, watch=BS)
     holder = greenstalk.Client(("127.0.0.1", port), use=BS, watch=BS)
-    d = c.put("ttr", priority=0, ttr=1)
-    assert holder.reserve(timeout=5).id == d                 # left to time out
+    d = c.put("ttr", priority=1000, ttr=1)
+    assert holder.reserve(timeout=5).id == d                 # left to time out; once it has,
+    # it is ready behind the other jobs (a larger pri), so a slow run still takes them first
     ids = [c.put(f"job {i}", priority=100) for i in range(8)]
     for _ in range(5):
         c.delete(c.reserve(timeout=5))
@@ -150,7 +151,9 @@ def _shared(s) -> None:
     u = new_uid()
     assert w.cmd(add_cmd(u, SHARED, b"from workq", ttr=60_000, ttl=600_000)) == OK
     g.bury(g.reserve(timeout=5))                             # failed: workq's job
-    g.close(), q.close(), w.close()
+    g.close()
+    q.close()
+    w.close()
 
 
 # ------------------------------------------------------------------------------ scrape
