@@ -18,7 +18,7 @@ from collections import defaultdict
 
 #: Queues drawn in each dialect's line plots (its busiest); the tables list every queue.
 MAX_QUEUES = 8
-#: The plots drawn for each dialect: kind -> file name prefix (`depth-beanstalk.png`).
+#: The plots drawn for each dialect, in order; each kind is its files' prefix (plot_file).
 PLOTS = ("depth", "throughput", "latency")
 
 
@@ -65,11 +65,16 @@ def depth_series(metrics: list[dict]) -> dict[tuple[str, str], list[tuple[int, i
 
 def throughput_series(metrics: list[dict]) -> dict[tuple[str, str], list[tuple[int, float]]]:
     """Per (queue, dialect), [(window_start_ms, completed jobs per second)] over that key's
-    windows, in time order."""
+    windows, in time order; after a window that the key's next one does not follow at once, a
+    point of 0.0 at the following window (no events there: nothing completed), so a step line
+    does not carry a rate across the gap."""
     out = defaultdict(list)
     for r in sorted(metrics, key=lambda r: r["window_start_ms"]):
-        out[(r["queue"], r["dialect"])].append((r["window_start_ms"],
-                                                r["throughput_per_s"] or 0.0))
+        pts = out[(r["queue"], r["dialect"])]
+        w = r["window_start_ms"]
+        if pts and w > pts[-1][0] + r["window_ms"] and pts[-1][1]:
+            pts.append((pts[-1][0] + r["window_ms"], 0.0))
+        pts.append((w, r["throughput_per_s"] or 0.0))
     return dict(out)
 
 

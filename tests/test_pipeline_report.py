@@ -48,6 +48,11 @@ def test_series_keep_each_dialect_of_a_shared_queue_apart():
     tput = throughput_series(metrics)
     assert tput[("shared", "beanstalk")] == [(T, 0.0), (T + W, 2.0)]
     assert tput[("shared", "workq")] == [(T, 0.0)]
+    h = _shared_history()
+    h(7, "put", 4 * W, queue="shared"), h(7, "reserve", 4 * W, queue="shared", attempt=1)
+    h(7, "delete", 4 * W, queue="shared", attempt=1)
+    gap = throughput_series(_tables(h.rows)[0])[("shared", "beanstalk")]
+    assert gap == [(T, 0.0), (T + W, 2.0), (T + 2 * W, 0.0), (T + 4 * W, 1.0)]   # not 2.0 on
     lat = latency_series(summary)
     assert lat[("shared", "beanstalk")] == {"wait": [1100, 1200, 1200], "run": [50, 50, 50]}
     assert lat[("shared", "workq")] == {"wait": [10, 10, 10], "run": [0, 0, 0]}
