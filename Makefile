@@ -22,13 +22,17 @@ $(VENV)/.installed: pyproject.toml
 
 # `pip install .` as an operator would (not editable); pip and setuptools are removed
 # afterwards (23 MB: the server never installs anything) and brought back by ensurepip for
-# the next rebuild.
+# the next rebuild; the native extensions' debug information is stripped.
 $(SERVE_VENV)/.installed: $(SERVE_SOURCES)
 	test -x $(SERVE_PY) || $(PYTHON) -m venv $(SERVE_VENV)
 	$(SERVE_PY) -m pip --version >/dev/null 2>&1 || $(SERVE_PY) -m ensurepip >/dev/null
 	rm -rf build   # setuptools would reinstall what build/lib kept of deleted modules
 	$(SERVE_PY) -m pip install -q --no-warn-script-location .
 	$(SERVE_PY) -m pip uninstall -q -y pip setuptools
+	# the wheels' native extensions carry debug information (31 MiB of the 78): strip it, as a
+	# distribution package does; the code is unchanged (docs/operations.md, "Install")
+	if command -v strip >/dev/null 2>&1; then \
+	  find $(SERVE_VENV) -name '*.so' -type f -exec strip --strip-debug {} + ; fi
 	touch $@
 
 ## serve-env: build .venv-serve only (jobgate and its run-time dependencies)

@@ -209,6 +209,36 @@ class Port(JobOps, FlowOps, WebhookOps, SettingsOps, DialectOps):
         per event than a Subscription (the dashboard's live view). Close it when done."""
         return self._engine.feed.count()
 
+    def observe(self, fn) -> None:
+        """Call `fn(job_id, queue, dialect, events, state, at_ms, created_ms, reserves)` for
+        every job transition from now on, synchronously inside the engine, after the journal
+        (a sink of the feed: nothing is dropped, unlike a Subscription). `events`: the tuple
+        of event names the transition writes as job_events rows (core/journal.py), in order;
+        `dialect`: who caused it ("jobgate" for timers); `state`: the job's state after it
+        ("deleted" when gone); `at_ms`: the events' wall ms; `created_ms`: the job's creation
+        (wall ms); `reserves`: its reservations so far. `fn` must be cheap and must not call
+        the port (the gateway's metrics: gateway/metrics.py)."""
+        def sink(job, events, prev, dialect, durable, worker, error, at):
+            fn(job.id, job.queue, dialect, events, job.state, at, job.created_ms, job.reserves)
+        self._engine.feed.add_sink(sink)
+
+    def feed_stats(self) -> dict:
+        """The event feed's counts: {"subscriptions": open now, "overflowed": subscriptions
+        that ever dropped an event (buffer full), "dropped": events dropped, since start}."""
+        f = self._engine.feed
+        return {"subscriptions": len(f.subs), "overflowed": f.overflowed, "dropped": f.dropped}
+
+    def failed_counts(self) -> dict:
+        """{queue name: jobs that failed for good} for the queues that have some: the buried
+        jobs with a result (workq fail, a bunqueue DLQ; QueueView.buried includes them,
+        docs/mapping.md). Walks every buried job: for scrapes, not per command."""
+        out = {}
+        for name, q in self._engine.queues.items():
+            n = sum(1 for j in q.buried.values() if j.finished)
+            if n:
+                out[name] = n
+        return out
+
     # ------------------------------------------------------------- queues
     def attach(self, queue: str, role: str) -> None:
         """Count a connection's reference to `queue`: role "using" or "watching"."""

@@ -98,7 +98,11 @@ class Subscription:
         buf = self.buf
         if len(buf) >= self.maxlen:
             buf.popleft()
+            feed = self.feed
+            if not self.dropped:
+                feed.overflowed += 1
             self.dropped += 1
+            feed.dropped += 1
         buf.append(ev)
         if self._armed and self.notify is not None:
             self._armed = False
@@ -177,6 +181,10 @@ class Feed:
         self.counters: tuple = ()   # Counter objects
         self.watchers: dict = {}
         self.seq = 0
+        #: subscriptions that ever dropped an event, and events dropped, since start (closed
+        #: subscriptions included: the metrics' jobgate_event_feed_overflows_total)
+        self.overflowed = 0
+        self.dropped = 0
         #: True while some sink or subscription consumes events (the engine skips emit() when
         #: nothing does: memory mode without subscribers)
         self.active = False

@@ -76,6 +76,9 @@ class Runner(asyncio.Protocol):
             srv.refusing(False)
         srv.connections += 1
         srv.live.add(self)
+        name = self.reg.name
+        srv.conn_open[name] = srv.conn_open.get(name, 0) + 1
+        srv.conn_total[name] = srv.conn_total.get(name, 0) + 1
         self.born = self.idle_since = srv.clock.monotonic_ms()
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
@@ -253,6 +256,7 @@ class Runner(asyncio.Protocol):
         self._held.clear()
         if self.session is not None:
             srv.connections -= 1
+            srv.conn_open[self.reg.name] -= 1
             srv.live.discard(self)
             srv.limits.forget(self)
             self.session.connection_lost()

@@ -105,6 +105,15 @@ class Runtime:
         self.durable_replies = config.durability == "commit"
         self.connections = 0
         self.live: set = set()
+        # per dialect: open connections and accepted since start (gateway/runner.py; the
+        # self-serving http listener counts its own: `served`)
+        self.conn_open: dict = {}
+        self.conn_total: dict = {}
+        self.served: list = []   # (dialect, server) of the self-serving listeners
+        from .metrics import FeedMetrics
+        self.feed_metrics = FeedMetrics()   # the feed's counters for /metrics (docs/metrics.md)
+        self.port.observe(self.feed_metrics.record)
+        self._exporter = None
         from .limits import Limits, connection_cap, raise_nofile
         self.nofile = raise_nofile()
         self.max_connections = connection_cap(config.max_connections, self.nofile[0])
@@ -238,8 +247,10 @@ class Runtime:
             addr = f"{host}:{port}"
         if reg.serve is not None:   # a listener serving its own connections (contract.py)
             from protocols.contract import ServeHooks
-            hooks = ServeHooks(self.wait_durable, lst.ssl_context, addr)
-            return await reg.serve(state, sock, hooks), addr
+            hooks = ServeHooks(self.wait_durable, lst.ssl_context, addr, self.metrics_text)
+            srv = await reg.serve(state, sock, hooks)
+            self.served.append((lst.dialect, srv))
+            return srv, addr
         # a TLS handshake gets the dialect's half-sent timeout (the command has not even begun)
         hs = self.config.options.get(lst.dialect, {}).get("half_sent_timeout_s") or None
         return Acceptor(loop, sock, factory, f"{lst.dialect} {addr}", ssl=lst.ssl_context,
@@ -265,6 +276,15 @@ class Runtime:
             await done.wait()
         finally:
             self.writer.off_commit(check)
+
+    def metrics_text(self) -> tuple:
+        """The Prometheus exposition of this server: (body bytes, content type); what `GET
+        /metrics` answers (gateway/metrics_export.py, docs/metrics.md). prometheus_client is
+        imported on the first scrape."""
+        if self._exporter is None:
+            from .metrics_export import Exporter
+            self._exporter = Exporter(self)
+        return self._exporter.exposition()
 
     def stop(self) -> None:
         """Stop serving (what SIGTERM does); callable from the event loop's thread."""

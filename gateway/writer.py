@@ -37,6 +37,7 @@ import anyio
 from core.api import StoreLocked
 
 from .logs import event
+from .metrics import BATCH_ROWS, COMMIT_SECONDS, Buckets
 
 log = logging.getLogger("jobgate.writer")
 
@@ -58,6 +59,14 @@ def _big(batch) -> bool:
     return (batch.payload_bytes >= BIG_BATCH
             or len(batch.inserts) + len(batch.inserts_full) + len(batch.moves)
             + len(batch.events) >= BIG_BATCH_ROWS)
+
+
+def batch_rows(batch) -> int:
+    """Rows a batch writes: job rows inserted, updated or deleted plus job_events rows (the
+    jobgate_commit_batch_size of docs/metrics.md)."""
+    return (len(batch.inserts) + len(batch.inserts_full) + len(batch.moves)
+            + len(batch.reservations) + len(batch.results) + len(batch.deletes)
+            + len(batch.events))
 
 
 def _retryable(error: BaseException) -> bool:
@@ -116,6 +125,11 @@ class Writer:
         self._loop = None
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._thread = None
+        #: histograms of committed batches (gateway/metrics.py; read by /metrics): rows per
+        #: batch, and seconds the successful write took (store.write, on whichever thread)
+        self.batch_rows = Buckets(BATCH_ROWS)
+        self.commit_seconds = Buckets(COMMIT_SECONDS)
+        self._took = 0.0    # s of the last write (one batch at a time: no race)
 
     def on_commit(self, fn) -> None:
         """Call `fn()` (on the event loop) after every commit until off_commit(fn)."""
@@ -195,10 +209,12 @@ class Writer:
             hook = self.before_commit
             if hook is not None:
                 hook(batch)
+            t0 = time.perf_counter()
             if verify:
                 self.store.write(batch, verify=True)
             else:
                 self.store.write(batch)
+            self._took = time.perf_counter() - t0
         except Exception as e:  # handed to _done: retried, or the server stops
             return e
         return None
@@ -221,6 +237,8 @@ class Writer:
         p = self.persistence
         p.done(batch)
         self.batches += 1
+        self.batch_rows.observe(batch_rows(batch))
+        self.commit_seconds.observe(self._took)
         ev, self._committed = self._committed, anyio.Event()
         ev.set()
         for fn in list(self._listeners):

@@ -16,6 +16,9 @@ RUN_END = ("complete", "fail", "delete", "release", "bury", "timeout", "abandon"
            "wait-children")
 DOWN = ("complete", "bury", "dlq", "delete", "ttl-evict", "cancel", "remove", "drain",
         "obliterate", "clean", "purge")
+#: A failed attempt (docs/pipeline.md, "failed"): these events, and a `dlq` that is not the
+#: second event of a final `fail` (the same failure: counted once).
+FAILURE = ("fail", "bury")
 #: --window values, in ms.
 WINDOWS = {"1m": 60_000, "1h": 3_600_000, "1d": 86_400_000}
 #: Accuracy of percentile_approx: exact while a group holds at most this many values.
@@ -58,7 +61,8 @@ def parse_window(text: str) -> int:
 def per_event(events):
     """The events with what each row contributes, from window functions over its job's history
     (ordered by id): dialect (the producer's), flags of the counted events, `wait_ms` on a job's
-    first reserve, `run_ms` on the RUN_END event that ends a reservation, `delta` (depth change)."""
+    first reserve, `run_ms` on the RUN_END event that ends a reservation, `delta` (depth change),
+    and the flags `is_done` (a completion), `is_retry`, `is_failed` (a failed attempt)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
     e = F.col("event")
@@ -90,6 +94,9 @@ def per_event(events):
         ((F.col("event") == "complete")
          | ((F.col("event") == "delete") & (F.col("prev_event") == "reserve"))).alias("is_done"),
         ((F.col("event") == "reserve") & (F.col("attempt") > 1)).alias("is_retry"),
+        (F.col("event").isin(*FAILURE)
+         | ((F.col("event") == "dlq")
+            & (F.coalesce(F.col("prev_event"), F.lit("")) != "fail"))).alias("is_failed"),
     )
 
 
@@ -106,7 +113,7 @@ def _aggregates(sla_wait_ms: int):
         n(e.isin(*ENQUEUE)).alias("enqueued"),
         n(e == "reserve").alias("started"),
         n(F.col("is_done")).alias("completed"),
-        n(e == "fail").alias("failed"),
+        n(F.col("is_failed")).alias("failed"),
         n(e == "timeout").alias("timed_out"),
         n(e.isin("bury", "dlq")).alias("buried"),
         F.percentile_approx("wait_ms", ps, ACCURACY).alias("wait_p"),

@@ -2,57 +2,87 @@
 
 Input: the metrics and summary rows (dicts with the columns of pipeline.analyze.MEASURES),
 already collected on the driver; they are small (one row per queue, dialect and window).
-Plots: depth.png (jobs waiting or running over time, per queue), throughput.png (completed jobs
-per second, per queue), latency.png (wait and run time p50/p90/p99 per queue).
+Plots, one set per producer dialect (the report's rows are per queue and dialect, so are its
+plots: a beanstalk queue's line is never summed with a workq queue's of the same name):
+depth-<dialect>.png (jobs waiting or running over time, one line per queue),
+throughput-<dialect>.png (completed jobs per second, per queue), latency-<dialect>.png (wait
+and run time p50/p90/p99 per queue).
 """
 from __future__ import annotations
 
 import datetime
 import html
 import os
+import re
 from collections import defaultdict
 
-#: Queues drawn in the line plots (the busiest); the tables list every queue.
+#: Queues drawn in each dialect's line plots (its busiest); the tables list every queue.
 MAX_QUEUES = 8
+#: The plots drawn for each dialect, in order; each kind is its files' prefix (plot_file).
+PLOTS = ("depth", "throughput", "latency")
 
 
 def _ts(ms: int) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc)
 
 
-def _busiest(summary: list[dict]) -> list[str]:
+def _load(summary: list[dict]) -> dict[tuple[str, str], int]:
     load = defaultdict(int)
     for r in summary:
-        load[r["queue"]] += r["enqueued"] + r["started"]
+        load[(r["queue"], r["dialect"])] += r["enqueued"] + r["started"]
+    return load
+
+
+def dialects(summary: list[dict]) -> list[str]:
+    """The dialects of the summary rows, busiest first (enqueued + started), then by name."""
+    load = defaultdict(int)
+    for (_, d), n in _load(summary).items():
+        load[d] += n
+    return sorted(load, key=lambda d: (-load[d], d))
+
+
+def busiest(summary: list[dict], dialect: str) -> list[str]:
+    """The up to MAX_QUEUES queues drawn in `dialect`'s plots: its busiest, then by name."""
+    load = {q: n for (q, d), n in _load(summary).items() if d == dialect}
     return sorted(load, key=lambda q: (-load[q], q))[:MAX_QUEUES]
 
 
-def depth_series(metrics: list[dict]) -> dict[str, list[tuple[int, int]]]:
-    """Per queue, [(window_start_ms, depth)] over the queue's windows: each dialect's depth
-    carried forward to windows where it had no event, summed over dialects."""
-    by_queue = defaultdict(lambda: defaultdict(dict))
-    for r in metrics:
-        by_queue[r["queue"]][r["dialect"]][r["window_start_ms"]] = r["depth"]
-    out = {}
-    for q, dialects in by_queue.items():
-        windows = sorted({w for d in dialects.values() for w in d})
-        last = {d: 0 for d in dialects}
-        series = []
-        for w in windows:
-            for d, points in dialects.items():
-                if w in points:
-                    last[d] = points[w]
-            series.append((w, sum(last.values())))
-        out[q] = series
-    return out
+def plot_file(kind: str, dialect: str) -> str:
+    """The file name of plot `kind` (one of PLOTS) of `dialect`: `depth-beanstalk.png`; a
+    character outside [A-Za-z0-9_-] in the dialect's name becomes `_`."""
+    return f"{kind}-{re.sub(r'[^A-Za-z0-9_-]', '_', dialect)}.png"
 
 
-def throughput_series(metrics: list[dict]) -> dict[str, list[tuple[int, float]]]:
-    """Per queue, [(window_start_ms, completed per second)] summed over dialects."""
-    acc = defaultdict(lambda: defaultdict(float))
-    for r in metrics:
-        acc[r["queue"]][r["window_start_ms"]] += r["throughput_per_s"] or 0.0
-    return {q: sorted(v.items()) for q, v in acc.items()}
+def depth_series(metrics: list[dict]) -> dict[tuple[str, str], list[tuple[int, int]]]:
+    """Per (queue, dialect), [(window_start_ms, depth)] over that key's windows, in time order:
+    the jobs of that producer dialect still waiting or running at each window's end (a value
+    holds until the key's next window)."""
+    out = defaultdict(list)
+    for r in sorted(metrics, key=lambda r: r["window_start_ms"]):
+        out[(r["queue"], r["dialect"])].append((r["window_start_ms"], r["depth"]))
+    return dict(out)
+
+
+def throughput_series(metrics: list[dict]) -> dict[tuple[str, str], list[tuple[int, float]]]:
+    """Per (queue, dialect), [(window_start_ms, completed jobs per second)] over that key's
+    windows, in time order; after a window that the key's next one does not follow at once, a
+    point of 0.0 at the following window (no events there: nothing completed), so a step line
+    does not carry a rate across the gap."""
+    out = defaultdict(list)
+    for r in sorted(metrics, key=lambda r: r["window_start_ms"]):
+        pts = out[(r["queue"], r["dialect"])]
+        w = r["window_start_ms"]
+        if pts and w > pts[-1][0] + r["window_ms"] and pts[-1][1]:
+            pts.append((pts[-1][0] + r["window_ms"], 0.0))
+        pts.append((w, r["throughput_per_s"] or 0.0))
+    return dict(out)
+
+
+def latency_series(summary: list[dict]) -> dict[tuple[str, str], dict[str, list[int]]]:
+    """Per (queue, dialect), {"wait": [p50, p90, p99], "run": [p50, p90, p99]} in ms from the
+    summary (0 where there is no value)."""
+    return {(r["queue"], r["dialect"]): {k: [r[f"{k}_p{p}_ms"] or 0 for p in (50, 90, 99)]
+                                         for k in ("wait", "run")} for r in summary}
 
 
 def _label(q: str) -> str:
@@ -60,20 +90,23 @@ def _label(q: str) -> str:
     return q.replace("$", r"\$")
 
 
-def _plot_lines(path, series, queues, ylabel, title, window_ms):
+def _plot_lines(path, series, dialect, queues, ylabel, title, window_ms, until_ms):
+    """One line per queue of `dialect`: series[(queue, dialect)] as steps; each value holds
+    for its window, and a depth (`until_ms` not None) holds until until_ms."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(9, 4), dpi=100)
     for q in queues:
-        pts = series.get(q) or []
-        if pts:   # each value holds for its window: a step, closed at the last window's end
-            xs = [_ts(w) for w, _ in pts] + [_ts(pts[-1][0] + window_ms)]
+        pts = series.get((q, dialect)) or []
+        if pts:
+            end = max(pts[-1][0] + window_ms, until_ms or 0)
+            xs = [_ts(w) for w, _ in pts] + [_ts(end)]
             ys = [v for _, v in pts] + [pts[-1][1]]
             ax.step(xs, ys, where="post", label=_label(q),
                     marker="o" if len(pts) <= 60 else None, markersize=3)
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    ax.set_title(f"{title}: jobs produced by {dialect}")
     ax.grid(alpha=0.3)
     if queues:
         ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))
@@ -83,32 +116,46 @@ def _plot_lines(path, series, queues, ylabel, title, window_ms):
     plt.close(fig)
 
 
-def _plot_latency(path, summary, queues):
+def _plot_latency(path, latency, dialect, queues):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    per_q = defaultdict(lambda: {"wait": [0, 0, 0], "run": [0, 0, 0]})
-    for r in summary:   # the slowest dialect of each queue (the summary is per dialect)
-        for kind in ("wait", "run"):
-            for i, p in enumerate((50, 90, 99)):
-                v = r[f"{kind}_p{p}_ms"] or 0
-                per_q[r["queue"]][kind][i] = max(per_q[r["queue"]][kind][i], v)
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), dpi=100)
     width = 0.27
     for ax, kind in zip(axes, ("wait", "run")):
         xs = range(len(queues))
         for i, p in enumerate((50, 90, 99)):
-            ax.bar([x + (i - 1) * width for x in xs], [per_q[q][kind][i] for q in queues],
-                   width, label=f"p{p}")
+            ax.bar([x + (i - 1) * width for x in xs],
+                   [latency[(q, dialect)][kind][i] for q in queues], width, label=f"p{p}")
         ax.set_xticks(list(xs))
         ax.set_xticklabels([_label(q) for q in queues], rotation=30, ha="right", fontsize="small")
         ax.set_ylabel("ms")
-        ax.set_title(f"{kind} time per queue")
+        ax.set_title(f"{kind} time per queue ({dialect})")
         ax.legend(fontsize="small")
         ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+def write_plots(out_dir: str, metrics: list[dict], summary: list[dict]) -> dict[str, list[str]]:
+    """Draw the PLOTS of every dialect of `summary` into out_dir; returns {dialect: [file
+    names, in PLOTS order]} (dialects busiest first)."""
+    window_ms = metrics[0]["window_ms"] if metrics else 60_000
+    last = max((r["window_start_ms"] for r in metrics), default=0) + window_ms
+    depth, tput, lat = depth_series(metrics), throughput_series(metrics), latency_series(summary)
+    out = {}
+    for d in dialects(summary):
+        queues = busiest(summary, d)
+        files = [plot_file(k, d) for k in PLOTS]
+        _plot_lines(os.path.join(out_dir, files[0]), depth, d, queues,
+                    "jobs (ready, delayed, reserved)", "Queue depth at the end of each window",
+                    window_ms, last)
+        _plot_lines(os.path.join(out_dir, files[1]), tput, d, queues, "completed jobs / s",
+                    "Throughput", window_ms, None)
+        _plot_latency(os.path.join(out_dir, files[2]), lat, d, queues)
+        out[d] = files
+    return out
 
 
 def _fmt(v, pct=False):
@@ -137,14 +184,7 @@ def write_report(out_dir: str, metrics: list[dict], summary: list[dict], info: d
     info: what the run was (source, window, sla_wait_ms, events, first_ms, last_ms), shown at
     the top."""
     os.makedirs(out_dir, exist_ok=True)
-    queues = _busiest(summary)
-    window_ms = metrics[0]["window_ms"] if metrics else 60_000
-    _plot_lines(os.path.join(out_dir, "depth.png"), depth_series(metrics), queues,
-                "jobs (ready, delayed, reserved)", "Queue depth at the end of each window",
-                window_ms)
-    _plot_lines(os.path.join(out_dir, "throughput.png"), throughput_series(metrics), queues,
-                "completed jobs / s", "Throughput", window_ms)
-    _plot_latency(os.path.join(out_dir, "latency.png"), summary, queues)
+    plots = write_plots(out_dir, metrics, summary)
     rows = sorted(summary, key=lambda r: (r["queue"], r["dialect"]))
     total = {k: sum(r[k] for r in summary) for k in
              ("enqueued", "started", "completed", "failed", "timed_out", "buried", "sla_breaches")}
@@ -173,10 +213,13 @@ def write_report(out_dir: str, metrics: list[dict], summary: list[dict], info: d
         parts.append("<p>Highest failure rates: " + ", ".join(
             f"{e(r['queue'])} ({e(r['dialect'])}) {_fmt(r['failure_rate'], True)}"
             for r in worst) + ".</p>")
-    parts += ["<h2>Depth over time</h2><img src='depth.png' alt='queue depth'>",
-              "<h2>Throughput</h2><img src='throughput.png' alt='throughput'>",
-              "<h2>Latency</h2><img src='latency.png' alt='latency percentiles'>",
-              "<h2>Per queue and dialect</h2><table><tr>"
+    if not plots:
+        parts.append("<p>No jobs, no plots.</p>")
+    for d, files in plots.items():   # one section per producer dialect
+        parts.append(f"<h2>Jobs produced by {e(d)}</h2>" + "".join(
+            f"<img src='{f}' alt='{kind} ({e(d)})'>" for kind, f in zip(
+                ("queue depth", "throughput", "latency percentiles"), files)))
+    parts += ["<h2>Per queue and dialect</h2><table><tr>"
               + "".join(f"<th>{e(label)}</th>" for _, label in SUMMARY_COLS) + "</tr>"]
     for r in rows:
         parts.append("<tr>" + "".join(

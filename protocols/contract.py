@@ -83,11 +83,14 @@ class ServeHooks(NamedTuple):
     `wait_durable()`: a coroutine function; awaited after a mutation, it returns once every
     mutation made so far is committed (durability `commit`; at once otherwise), as
     `Transport.send(durable=True)` holds a reply. `ssl_context`: the listener's
-    ssl.SSLContext (TLS configured) or None. `address`: "host:port" or "unix:/path"."""
+    ssl.SSLContext (TLS configured) or None. `address`: "host:port" or "unix:/path".
+    `metrics`: None, or `metrics() -> (body bytes, content type str)`: the server's
+    Prometheus exposition (gateway/metrics_export.py), served at `GET /metrics`."""
 
     wait_durable: Callable
     ssl_context: object = None
     address: str = ""
+    metrics: Callable | None = None
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,10 @@ class Registration:
     serve(state, sock, hooks: ServeHooks) -> server with async aclose()` (its
     `session_factory` is then None); `default_listener`: False keeps it out of the listeners
     started when the config names none (it runs only when configured or given to --listen).
+
+    A dialect's state may have `operations() -> {command name: count}`: the commands its
+    connections ran since start (plain counters kept by its sessions; read when /metrics is
+    scraped: jobgate_operations_total, docs/metrics.md).
     """
 
     name: str

@@ -106,7 +106,8 @@ def event_facts(rows: list[dict]) -> list[dict]:
                  "enqueued": int(ev in ENQUEUE),
                  "started": int(ev == "reserve"),
                  "completed": int(ev == "complete" or (ev == "delete" and prev_event == "reserve")),
-                 "failed": int(ev == "fail"),
+                 "failed": int(ev in ("fail", "bury")
+                               or (ev == "dlq" and prev_event != "fail")),
                  "timed_out": int(ev == "timeout"),
                  "buried": int(ev in ("bury", "dlq")),
                  "retry": int(ev == "reserve" and e["attempt"] > 1),

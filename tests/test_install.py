@@ -33,7 +33,8 @@ ABSENT = ("pyspark", "pyarrow", "matplotlib", "pytest", "hypothesis", "greenstal
           "redis", "glide", "psycopg", "pip", "setuptools")
 #: what `jobgate serve` imports at run time (pyproject.toml's base dependencies)
 PRESENT = ("anyio", "uvloop", "sqlalchemy", "alembic", "yaml", "msgpack", "httpx", "croniter",
-           "hiredis", "core.api", "gateway.server", "protocols.resp", "migrations")
+           "hiredis", "prometheus_client", "core.api", "gateway.server", "protocols.resp",
+           "migrations")
 
 
 def _clean_env(**extra) -> dict:

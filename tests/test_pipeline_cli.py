@@ -14,6 +14,8 @@ import greenstalk
 import pyarrow.parquet as pq
 import pytest
 
+from pipeline.report import PLOTS, plot_file
+
 from .pipeline_history import QUEUES, drive_history
 from .pipeline_oracle import read_events
 from .pipeline_support import fresh_db
@@ -32,15 +34,19 @@ def jobgate(*args, check=True, env=None):
 
 
 def check_report(out: str, rows: list[dict]) -> None:
-    """The report, its three plots and both tables exist and hold this history."""
+    """The report, its three plots per producer dialect and both tables exist and hold this
+    history."""
     html = open(os.path.join(out, "report.html")).read()
     for q in QUEUES:
         assert f"<td>{q}</td>" in html
-    for png in ("depth.png", "throughput.png", "latency.png"):
-        data = open(os.path.join(out, png), "rb").read()
-        assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 10_000
-        assert f"src='{png}'" in html
     summary = pq.read_table(os.path.join(out, "summary")).to_pylist()
+    assert {"beanstalk", "workq", "bunqueue"} <= {r["dialect"] for r in summary}
+    for d in {r["dialect"] for r in summary}:
+        for kind in PLOTS:
+            png = plot_file(kind, d)
+            data = open(os.path.join(out, png), "rb").read()
+            assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 10_000
+            assert f"src='{png}'" in html
     assert sum(r["enqueued"] for r in summary) == sum(r["event"] in ENQUEUE for r in rows)
     assert {r["queue"] for r in summary} == set(QUEUES)
     metrics = pq.read_table(os.path.join(out, "metrics")).to_pylist()

@@ -47,7 +47,7 @@ def test_completed_is_complete_or_a_delete_right_after_a_reserve():
     assert m[("q", "beanstalk", T)]["completed"] == 1
     assert m[("q", "workq", T)]["completed"] == 2
     assert m[("q", "beanstalk", T)]["throughput_per_s"] == 1 / 60
-    assert m[("q", "beanstalk", T)]["buried"] == 1
+    assert m[("q", "beanstalk", T)]["buried"] == 1 and m[("q", "beanstalk", T)]["failed"] == 1
     assert m[("q", "beanstalk", T)]["depth"] == 0 and m[("q", "workq", T)]["depth"] == 0
 
 
@@ -65,6 +65,8 @@ def test_depth_follows_bury_kick_dlq_across_windows():
     assert [m[("q", "beanstalk", T + k * M)]["depth"] for k in range(4)] == [2, 1, 2, 1]
     assert [m[("q", "bunqueue", T + k * M)]["depth"] for k in range(3)] == [1, 0, 1]
     assert m[("q", "bunqueue", T + M)]["failed"] == 1 and m[("q", "bunqueue", T + M)]["buried"] == 1
+    assert m[("q", "beanstalk", T + M)]["failed"] == 1      # the bury; the kick leaves it
+    assert m[("q", "beanstalk", T + 2 * M)]["failed"] == 0
     s = oracle_summary(h.rows)
     assert s[("q", "beanstalk")]["depth"] == 1 and s[("q", "bunqueue")]["depth"] == 1
 
@@ -124,6 +126,33 @@ def test_every_event_counts_under_the_producers_dialect():
     assert b["failure_rate"] == 0.5 and b["depth"] == 0
     assert m[("b", "jobgate", T)]["depth"] == 0
     assert m[("b", "jobgate", T)]["enqueued"] == 0
+
+
+def test_failed_counts_each_failed_attempt_once_buries_included():
+    """failed: `fail` and `bury` events, and a `dlq` that is not the second event of a final
+    `fail` (a Discard); a kick or retry afterwards does not undo it."""
+    h = History()
+    h(1, "put", 0), h(1, "reserve", 1, attempt=1), h(1, "bury", 2, attempt=1)   # failed
+    h(1, "kick", 3), h(1, "reserve", 4, attempt=2), h(1, "delete", 5, attempt=2)  # completed
+    h(2, "add", 0, "workq"), h(2, "reserve", 1, "workq", attempt=1)
+    h(2, "fail", 2, "workq", attempt=1)                                           # failed
+    h(2, "reserve", 3, "workq", attempt=2)
+    h(2, "fail", 4, "workq", attempt=2), h(2, "dlq", 4, "workq", attempt=2)      # once
+    h(3, "push", 0, "bunqueue"), h(3, "reserve", 1, "bunqueue", attempt=1)
+    h(3, "dlq", 2, "bunqueue", attempt=1)                                         # Discard
+    h(3, "retry", 3, "bunqueue", attempt=1)                                       # still 1
+    h(4, "push", 0, "bunqueue"), h(4, "dlq", 1, "bunqueue")            # Discard of a waiting job
+    h(5, "push", 0, "bunqueue"), h(5, "reserve", 1, "bunqueue", attempt=1)
+    h(5, "timeout", 9, "jobgate", attempt=1), h(5, "fail", 9, "jobgate", attempt=1)
+    h(5, "dlq", 9, "jobgate", attempt=1)                               # lock expiry: once
+    h(6, "put", 0), h(6, "reserve", 1, attempt=1), h(6, "release", 2, attempt=1)  # not failed
+    h(6, "reserve", 3, attempt=2), h(6, "timeout", 4, "jobgate", attempt=2)       # not failed
+    m = oracle_metrics(h.rows, M)
+    b, w, q = (m[("q", d, T)] for d in ("beanstalk", "workq", "bunqueue"))
+    assert (b["failed"], b["buried"], b["completed"], b["failure_rate"]) == (1, 1, 1, 0.5)
+    assert (w["failed"], w["buried"], w["failure_rate"]) == (2, 1, 1.0)
+    assert (q["failed"], q["buried"], q["timed_out"]) == (3, 3, 1)
+    assert oracle_summary(h.rows)[("q", "beanstalk")]["failed"] == 1
 
 
 def test_nearest_rank_uses_exact_fractions():
@@ -209,7 +238,7 @@ def test_driven_history_rows_and_oracle(tmp_path, servers):
     assert set(by_dialect) == {"beanstalk", "workq", "bunqueue"}     # timers: producers'
     for d, c in by_dialect.items():
         assert c["completed"] > 0 and c["timed_out"] > 0 and c["buried"] > 0 and c["depth"] > 0, d
-    assert by_dialect["workq"]["failed"] > 0 and by_dialect["bunqueue"]["failed"] > 0
+    assert all(c["failed"] > 0 for c in by_dialect.values())     # beanstalk: its buries
     assert summary[("pl-shared", "bunqueue")]["completed"] >= 1       # the cross-dialect job
     assert all(summary[k]["retry_rate"] for k in [("pl/odd", "beanstalk"), ("pl-mail", "workq"),
                                                   ("pl-reports", "bunqueue")])

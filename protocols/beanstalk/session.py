@@ -110,6 +110,9 @@ class Session:
         cmds = self.info.cmds
         if op in cmds:
             cmds[op] += 1
+        else:   # kick-job, reserve-job, quit: not in stats, counted for /metrics
+            more = self.info.more_cmds
+            more[op] = more.get(op, 0) + 1
         if self.port.storage_down is not None and op in STORAGE_REFUSED:
             return self._refused(op, cmd)
         try:

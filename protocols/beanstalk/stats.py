@@ -71,6 +71,7 @@ class ServerInfo:
         self.line_max = line_max
         self.version = version
         self.cmds = dict.fromkeys(CMD_KEYS, 0)
+        self.more_cmds: dict = {}   # commands stats does not show (kick-job, reserve-job, quit)
         self.connections = 0
         self.total_connections = 0
         self.producers = 0
@@ -81,6 +82,13 @@ class ServerInfo:
         self.hostname = u.nodename   # gethostname(), without importing socket (sans-IO)
         self.os = u.version
         self.platform = platform.machine()
+
+    def operations(self) -> dict:
+        """{command: times run} since start (protocols/contract.py; /metrics): stats' cmd-*
+        counts and the commands it does not show."""
+        out = {k.decode(): v for k, v in self.cmds.items()}
+        out.update((k.decode(), v) for k, v in self.more_cmds.items())
+        return out
 
     def stats(self) -> bytes:
         """The `stats` reply."""

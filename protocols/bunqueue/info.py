@@ -75,6 +75,7 @@ class BunqueueInfo:
         self.total_pulled = 0
         self.total_completed = 0
         self.total_failed = 0
+        self.ops: dict = {}   # command name -> times run (known commands only)
         #: per-queue events and completed / failed series (TrimEvents, Metrics per queue)
         self.telemetry = QueueTelemetry()
         #: Prometheus gauges of other features: name -> fn() -> int (every queue's, through
@@ -85,6 +86,10 @@ class BunqueueInfo:
             "webhooks_registered": lambda: len(port.webhooks()),
             "webhooks_enabled": lambda: sum(1 for h in port.webhooks() if h.enabled)}
         self.port.set_policy("bunqueue", BUNQUEUE_POLICY)
+
+    def operations(self) -> dict:
+        """{command: times run} since start (protocols/contract.py; /metrics)."""
+        return dict(self.ops)
 
     def failed_total(self) -> int:
         """Jobs failed for good: by FAIL, and by the stall policy (lock expiries)."""

@@ -172,6 +172,8 @@ class Session:
             h = HANDLERS.get(name)
         if h is None:
             return encode(err(f"Unknown command: {name}"), rid)
+        ops = self.info.ops
+        ops[name] = ops.get(name, 0) + 1
         if name in MUTATING and self.port.storage_down is not None:
             return encode(err(STORAGE_UNAVAILABLE), rid)   # not run (docs/bunqueue.md)
         self.rid = rid

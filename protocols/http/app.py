@@ -3,11 +3,12 @@ dist/infrastructure/server/http.js, httpRouter.js, httpRouteJobs.js,
 http-routes/queueJobs.js; golden: tests/data/bunqueue-http-golden.json).
 
 Routing as the reference: OPTIONS answers the CORS preflight (204); `/health`, `/healthz`
-(`/live`), `/ready` and `/prometheus` need no token; every other path needs `Authorization:
-Bearer <token>` when tokens are configured (401 `{"ok":false,"error":"Unauthorized"}`), then
-an unknown path or method is 404 `{"ok":false,"error":"Not found"}`. Replies but the 401 and
-the 500 carry `Access-Control-Allow-Origin` (option `http.cors_origins`; none configured: an
-empty value, as the reference's default).
+(`/live`), `/ready`, `/prometheus` and jobgate's `/metrics` (docs/metrics.md) need no token;
+every other path needs `Authorization: Bearer <token>` when tokens are configured (401
+`{"ok":false,"error":"Unauthorized"}`), then an unknown path or method is 404
+`{"ok":false,"error":"Not found"}`. Replies but the 401 and the 500 carry
+`Access-Control-Allow-Origin` (option `http.cors_origins`; none configured: an empty value,
+as the reference's default).
 """
 from __future__ import annotations
 
@@ -102,6 +103,9 @@ def build_app(state, hooks) -> web.Application:
             if not ok:
                 body["storage"] = storage_extra()
             return reply(body, 200 if ok else 503, state.cors)
+        if path == "/metrics" and method == "GET" and hooks.metrics is not None:
+            body, ctype = hooks.metrics()   # every dialect's (docs/metrics.md); no token
+            return web.Response(body=body, headers={**cors, "Content-Type": ctype})
         if path == "/prometheus" and method == "GET":
             r = await run(None, {"cmd": "Prometheus"})
             return web.Response(body=r["data"]["metrics"].encode(),
@@ -286,6 +290,19 @@ class _Server:
 
     def __init__(self, runner, state) -> None:
         self.runner, self.state = runner, state
+        self.accepted = 0
+        srv = runner.server
+        made = srv.connection_made
+
+        def connection_made(handler, transport):   # counts them (aiohttp keeps no total)
+            self.accepted += 1
+            made(handler, transport)
+        srv.connection_made = connection_made
+
+    def connections(self) -> tuple:
+        """(HTTP connections open now, accepted since start): jobgate_connections."""
+        srv = self.runner.server
+        return (0 if srv is None else len(srv.connections)), self.accepted
 
     async def aclose(self) -> None:
         for ws in list(self.runner.app[WEBSOCKETS]):

@@ -84,6 +84,11 @@ class HttpState:
         self._rid = itertools.count(1)
         self.started_ms = port.clock.wall_ms()
 
+    def operations(self) -> dict:
+        """{bunqueue command: times run} for HTTP requests (protocols/contract.py; /metrics):
+        the command each route ran (PUSH, PULL, GetJob, ACK, FAIL, Stats, Prometheus...)."""
+        return self.info.operations()
+
     def requires_token(self) -> bool:
         """True when requests must carry a Bearer token (tokens configured)."""
         return self.access is not None and self.access.has_tokens

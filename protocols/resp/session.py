@@ -100,6 +100,10 @@ class Handler:
                 return encode(Error(
                     f"ERR unknown subcommand '{item[1].decode('utf-8', 'replace')[:128]}'. "
                     f"Try {name.decode()} HELP."), self.proto)
+        ops = self.state.ops
+        key = item[1] if name == b"FCALL" and len(item) > 1 and item[1] in FUNCTION_NAMES \
+            else name
+        ops[key] = ops.get(key, 0) + 1
         n = cmd.arity
         if (len(item) != n) if n > 0 else (len(item) < -n):
             return encode(Error(wrong_args(cmd.name)), self.proto)
@@ -174,6 +178,7 @@ from .encode import NullArray as NULL_ARRAY  # noqa: E402
 
 # the command modules register their handlers in commands.py's table when imported
 from . import connection_cmds, functions, keys, streams  # noqa: E402,F401
+from .functions import FUNCTION_NAMES  # noqa: E402
 
 
 def connect(state, transport) -> Sequential:

@@ -50,7 +50,13 @@ class GlideState:
         self.groups: set = set()      # stream keys (str) with the consumer group `workers`
         self.next_client_id = 0
         self.connections = 0          # open RESP connections (INFO clients)
+        self.ops: dict = {}           # command (bytes; FCALL: the glidemq function) -> count
         self._id_keys: dict = {}      # base -> its counter's record key
+
+    def operations(self) -> dict:
+        """{command: times run} since start (protocols/contract.py; /metrics): Redis
+        command names, FCALL of a glide-mq function under the function's name."""
+        return {k.decode(): v for k, v in self.ops.items()}
 
     # ------------------------------------------------------------- library
     @property

@@ -54,6 +54,11 @@ class WorkqInfo:
         self.port = Port.of(engine)
         self.started_ms = self.port.clock.wall_ms() if started_ms is None else started_ms
         self.connections = 0
+        self.ops: dict = {}   # command name (bytes) -> times run
+
+    def operations(self) -> dict:
+        """{command: times run} since start (protocols/contract.py; /metrics)."""
+        return {k.decode(): v for k, v in self.ops.items()}
 
 
 def _timeout(b: bytes) -> int | None:
@@ -92,6 +97,8 @@ class Session:
             return QUIT
         if item.__class__ is Reply:
             return item.data
+        ops = self.info.ops
+        ops[item.name] = ops.get(item.name, 0) + 1
         if self.port.storage_down is not None and item.name in NEEDS_COMMIT:
             return R.STORAGE_UNAVAILABLE
         try:
