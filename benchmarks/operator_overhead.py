@@ -180,7 +180,8 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=3, help="client processes (default 3)")
     ap.add_argument("--batch", type=int, default=10, help="jobs per pipelined batch")
     ap.add_argument("--live-url", default=None,
-                    help="live-update stream held open in B (default ws://<http>/ws)")
+                    help="live-update stream held open in B (default ws://<http>/ws; a path "
+                         "such as /ui/events: on the http listener)")
     ap.add_argument("--sink-only", action="store_true",
                     help="only measure the feed sink in-process (no server)")
     ap.add_argument("--observers", default="scrape,live",
@@ -195,6 +196,8 @@ def main(argv=None) -> int:
     try:
         http = f"http://{HOST}:{srv.ports['HTTP_PORT']}"
         live = args.live_url or f"ws://{HOST}:{srv.ports['HTTP_PORT']}/ws"
+        if live.startswith("/"):   # a path on the http listener, e.g. /ui/events
+            live = http + live
         run_load(srv.port, args.workers, 1.0, args.batch)   # warm-up
         rows = []
         for i in range(args.rounds):
