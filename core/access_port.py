@@ -47,8 +47,9 @@ JOB_ID = {"job": None, "peek": None, "check_lease": NOT_ACTIVE, "renew": False,
 OWNER_JOB = {"reserve_job": None, "release": False, "bury": False, "touch": False,
              "delete": False}
 UID = ("find", "lookup")
-LISTING = ("queue_names", "queue_views", "subscribe", "count_events", "add_webhook", "remove_webhook",
-           "set_webhook_enabled", "webhook", "webhooks", "cron_get", "cron_delete", "cron_list")
+LISTING = ("queue_names", "queue_views", "subscribe", "count_events", "add_webhook",
+           "remove_webhook", "set_webhook_enabled", "webhook", "webhooks", "cron_get",
+           "cron_delete", "cron_list")
 PASS = ("clock", "persistence", "restore", "tick", "next_due", "set_wakeup", "set_policy",
         "draining", "set_draining", "commit_mark", "committed", "stats", "detach",
         "new_owner", "owner_idle", "release_owner", "cancel_wait", "burn_id", "uid_taken",
