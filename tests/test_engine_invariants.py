@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from core.clock import ManualClock
 from core.engine import Engine
 from core.journal import Journal
-from core.model import (BURIED, DEADLINE_SOON, DELAYED, READY, RESERVED, TIMED_OUT, URGENT_RANK)
+from core.model import (BURIED, COMPLETED, DEADLINE_SOON, DELAYED, READY, RESERVED, TIMED_OUT,
+                        URGENT_RANK)
 from core.records import Job, Owner
 
 from .engine_support import BEAN_BASE, T0, Calls, counts, drain, put, step
@@ -339,6 +340,9 @@ def _check(e: Engine, owners: list[Owner]) -> None:
         assert q.n_delayed == sum(1 for j in js if j.state is DELAYED)
         assert q.n_reserved == sum(1 for j in js if j.state is RESERVED)
         assert set(q.buried) == {j.id for j in js if j.state is BURIED}
+        # the listing index (core/paging.py): ascending, every live job of the queue in it
+        assert q.ids == sorted(set(q.ids)) and {j.id for j in js} <= set(q.ids)
+        assert set(q.done) == {j.id for j in js if j.state is COMPLETED}
         total_reserved += q.n_reserved
         live = [w for w in q.waiters if not w.done]
         assert q.waiting == len(live)
