@@ -8,7 +8,6 @@ state or limit) answers a 400 / 404 page, never a 500.
 """
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -21,7 +20,6 @@ from . import present
 from .auth import Auth
 from .live import Hub, sse
 
-log = logging.getLogger("jobgate.http.ui")
 
 HERE = Path(__file__).parent
 #: jobs per page by default / at most
