@@ -12,7 +12,8 @@ operation cannot bypass the check):
   is absent: the operation answers as for a job that does not exist (None, False, NOT_ACTIVE).
 - UID: `find(uid)`, `lookup(uid)`: None for a job of a disallowed queue.
 - LISTING: queue_names / queue_views list allowed queues only; `subscribe` delivers events of
-  allowed queues only (`count_events` counts those only). Webhooks (issue 16): a restricted
+  allowed queues only (`count_events` counts those only, `observe` calls back for those only,
+  `failed_counts` lists those only). Webhooks (issue 16): a restricted
   principal registers webhooks for an allowed queue only (none for every queue: AccessDenied
   "*"), and sees, enables, disables and removes only those (others are absent: None / False).
   Cron (issue 16): cron_get / cron_delete / cron_list see the cron schedules of allowed
@@ -47,7 +48,8 @@ JOB_ID = {"job": None, "peek": None, "check_lease": NOT_ACTIVE, "renew": False,
 OWNER_JOB = {"reserve_job": None, "release": False, "bury": False, "touch": False,
              "delete": False}
 UID = ("find", "lookup")
-LISTING = ("queue_names", "queue_views", "subscribe", "count_events", "add_webhook",
+LISTING = ("queue_names", "queue_views", "subscribe", "count_events", "observe",
+           "failed_counts", "add_webhook",
            "remove_webhook", "set_webhook_enabled", "webhook", "webhooks", "cron_get",
            "cron_delete", "cron_list")
 PASS = ("clock", "persistence", "restore", "tick", "next_due", "set_wakeup", "set_policy",
@@ -56,7 +58,7 @@ PASS = ("clock", "persistence", "restore", "tick", "next_due", "set_wakeup", "se
         "dependency_met", "cancel_result_wait", "create", "of", "scoped", "storage_down",
         "set_storage_state", "storage_state", "webhook_stats", "webhooks_version",
         "set_webhook_allow", "restore_webhooks", "webhook_delivered", "on_webhooks_changed",
-        "dialect_records", "dialect_record", "set_dialect_record")
+        "dialect_records", "dialect_record", "set_dialect_record", "feed_stats")
 
 
 class ScopedPort:
@@ -140,6 +142,19 @@ class ScopedPort:
         c = self.base.count_events()
         c.allow = self._allows
         return c
+
+    def observe(self, fn) -> None:
+        """Port.observe; transitions of jobs of allowed queues only."""
+        allows = self._allows
+
+        def seen(job_id, queue, *rest):
+            if allows(queue):
+                fn(job_id, queue, *rest)
+        self.base.observe(seen)
+
+    def failed_counts(self) -> dict:
+        """Port.failed_counts, allowed queues only."""
+        return {q: n for q, n in self.base.failed_counts().items() if self._allows(q)}
 
     # ------------------------------------------------------------------ webhooks
     def _hook_visible(self, id) -> bool:

@@ -231,10 +231,11 @@ class Port(JobOps, FlowOps, WebhookOps, SettingsOps, DialectOps):
     def failed_counts(self) -> dict:
         """{queue name: jobs that failed for good} for the queues that have some: the buried
         jobs with a result (workq fail, a bunqueue DLQ; QueueView.buried includes them,
-        docs/mapping.md). Walks every buried job: for scrapes, not per command."""
+        docs/mapping.md), as `failed_count(queue)` counts them. Walks every buried job: for
+        scrapes, not per command."""
         out = {}
-        for name, q in self._engine.queues.items():
-            n = sum(1 for j in q.buried.values() if j.finished)
+        for name in self._engine.queues:
+            n = self.failed_count(name)
             if n:
                 out[name] = n
         return out

@@ -11,7 +11,7 @@ import pytest
 
 from core.access_port import (JOB_ID, LISTING, OWNER_JOB, OWNER_QUEUE, PASS, QUEUE_ARG,
                               QUEUE_LIST, UID)
-from core.api import Access, Port, Principal
+from core.api import Access, AccessDenied, Port, Principal
 from gateway.config import ConfigError, from_dict
 
 from .bunqueue_support import BQ
@@ -246,3 +246,25 @@ access:
     finally:
         s.stop()
 
+
+
+def test_scoped_observe_and_failed_counts_show_allowed_queues_only():
+    # the metrics' feed sink and failed counts through a principal's port: the events and
+    # failures of another principal's queue stay out
+    port = Port.create(durable=False)
+    seen = []
+    port.scoped(Principal("t", "token", ["emails"])).observe(
+        lambda id, queue, dialect, events, *rest: seen.append((queue, events)))
+    ids = {q: port.put(q, b"x", 0, 0, 60_000, "workq", max_fails=1)
+           for q in ("emails", "secret")}
+    owner = port.new_owner("workq", margin=False, durable=True)
+    for q, id in ids.items():
+        assert port.reserve_job(owner, id) is not None
+        assert port.fail(id, b"boom", "workq") == "dead"
+    assert [q for q, _ in seen] == ["emails"] * 3
+    assert port.failed_counts() == {"emails": 1, "secret": 1}
+    scoped = port.scoped(Principal("t", "token", ["emails"]))
+    assert scoped.failed_counts() == {"emails": 1}
+    assert scoped.failed_count("emails") == 1
+    with pytest.raises(AccessDenied):
+        scoped.failed_count("secret")
