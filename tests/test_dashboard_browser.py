@@ -88,6 +88,9 @@ def test_job_put_over_beanstalk_appears_live(page, base, gs):
     row = page.locator(f"#job-{jid}")
     expect(row).to_be_visible(timeout=SECOND)
     expect(row.locator("code")).to_have_text("hello <script>alert(1)</script>")   # escaped
+    expect(row.locator("td").nth(2)).to_have_text("65536")   # greenstalk's default pri
+    urgent = c.put("urgent", priority=7)
+    expect(page.locator(f"#job-{urgent} td").nth(2)).to_have_text("7", timeout=SECOND)
     page.goto(f"{base}/ui/")
     expect(page.locator("tr[data-queue=live]")).to_be_visible()
     before = page.locator("tr[data-queue=live] td").nth(1).inner_text()

@@ -49,14 +49,30 @@ def preview(payload: bytes, fmt: int, chars: int) -> tuple:
     return t[:chars], cut
 
 
-def dialect_priority(job) -> str:
-    """The job's priority as its creating dialect writes it (docs/mapping.md)."""
+def priority_value(job) -> int:
+    """The job's priority as its creating dialect writes it (docs/mapping.md, "Priority"):
+    beanstalk pri = rank + 2^31; workq / bunqueue priority = -rank; glide-mq priority =
+    rank + 4096 for a prioritized job, else 0 (LIFO and plain jobs); any other dialect: the
+    canonical rank."""
     r = job.priority
-    if job.dialect == "beanstalk":
-        return f"{r + _BEAN_BASE} (beanstalk pri)"
-    if job.dialect in ("workq", "bunqueue", "http"):
-        return f"{-r} ({job.dialect} priority)"
-    return f"{r} (rank)"
+    d = job.dialect
+    if d == "beanstalk":
+        return r + _BEAN_BASE
+    if d in ("workq", "bunqueue", "http"):
+        return -r
+    if d == "glidemq":
+        return r + 4096 if r < -1 else 0
+    return r
+
+
+def dialect_priority(job) -> str:
+    """priority_value with the dialect's word for it: "65536 (beanstalk pri)"."""
+    d = job.dialect
+    if d == "beanstalk":
+        return f"{priority_value(job)} (beanstalk pri)"
+    if d in ("workq", "bunqueue", "http", "glidemq"):
+        return f"{priority_value(job)} ({d} priority)"
+    return f"{job.priority} (rank)"
 
 
 def wall(ms) -> str:
@@ -130,6 +146,7 @@ def _timeline(t) -> list:
 def row(job) -> dict:
     """One line of the job list."""
     text, cut = preview(job.payload, job.fmt, ROW_CHARS)
-    return {"id": job.id, "state": label(job), "priority": job.priority,
+    return {"id": job.id, "state": label(job), "priority": priority_value(job),
+            "rank": job.priority,
             "dialect": job.dialect, "created": wall(job.created_ms), "reserves": job.reserves,
             "payload": text + ("…" if cut else "")}
