@@ -29,6 +29,7 @@ from protocols.contract import Context  # noqa: E402
 from protocols.resp import REGISTRATION  # noqa: E402
 from protocols.resp.codec import RequestParser  # noqa: E402
 from protocols.resp.session import Handler  # noqa: E402
+from gateway.metrics import FeedMetrics  # noqa: E402
 from gateway.server import tune_gc  # noqa: E402
 
 
@@ -53,6 +54,7 @@ def main(argv=None) -> int:
         tmp = tempfile.mkdtemp(prefix="glidemq-profile-")
         store = open_database(f"sqlite:///{tmp}/jobgate.db", "NORMAL")
     port = Port.create(SystemClock(), durable=store is not None, history=not a.no_history)
+    port.observe(FeedMetrics().record)   # the server's metrics sink (gateway/server.py)
     state = REGISTRATION.make_state(port, {o.name: o.default for o in REGISTRATION.options},
                                     Context())
     h = Handler(state, None)

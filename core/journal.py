@@ -93,13 +93,32 @@ class Journal:
         self.new_queues: list = []
         self.payload_changed: set[int] = set()
         self.keyed: dict = {}
+        self.specs: dict = {}   # (table, key) -> (key column, int): put_int, packed at take
 
     def put_record(self, table: str, key: str, row: dict | None) -> None:
         """Store (`row`, a dict of the table's columns, key included) or delete (None) the
         record `key` of keyed table `table` (core.schema.RECORD_TABLES) with the next commit,
         in the same transaction as the job changes made before the next `take()`: a cron
         schedule's new next_run_ms commits together with the job it fired."""
-        self.keyed[(table, key)] = row
+        k = (table, key)
+        self.keyed[k] = row
+        if self.specs:
+            self.specs.pop(k, None)
+        if not self.pending:
+            self.pending = True
+            if self.on_pending is not None:
+                self.on_pending()
+
+    def put_int(self, table: str, key_column: str, key: str, value: int) -> None:
+        """Store the record {key_column: key, "spec": `value` packed with MessagePack} of
+        keyed table `table` with the next commit, as put_record does, but packed when the
+        batch is taken: once per batch however often it changes (glide-mq's id counter, set
+        by every addJob). `value`: an int MessagePack encodes (-2**63 <= value < 2**64; the
+        caller checks)."""
+        k = (table, key)
+        self.specs[k] = (key_column, value)
+        if self.keyed:
+            self.keyed.pop(k, None)
         if not self.pending:
             self.pending = True
             if self.on_pending is not None:
@@ -151,7 +170,8 @@ class Journal:
 
     def has_unwritten(self) -> bool:
         """True when anything (rows or lone history events) waits for the writer."""
-        return self.pending or bool(self.events) or bool(self.dirty) or bool(self.keyed)
+        return (self.pending or bool(self.events) or bool(self.dirty) or bool(self.keyed)
+                or bool(self.specs))
 
     def commit_mark(self) -> int:
         """The batch number that must be committed before a reply that depends on every
@@ -225,6 +245,10 @@ class Journal:
         if self.keyed:
             b.records = [(t, k, row) for (t, k), row in self.keyed.items()]
             self.keyed = {}
+        if self.specs:
+            b.records += [(t, k, {col: k, "spec": _pack_extras(v)})
+                          for (t, k), (col, v) in self.specs.items()]
+            self.specs = {}
         self.dirty = {}
         if self.payload_changed:
             self.payload_changed = set()

@@ -15,6 +15,10 @@ from __future__ import annotations
 
 import msgpack
 
+_pack = msgpack.Packer(use_bin_type=True).pack   # one Packer (the event loop's thread only)
+#: ints MessagePack encodes
+_INT_MIN, _INT_END = -(1 << 63), 1 << 64
+
 
 class DialectOps:
     """Dialect records (see the module docstring); expects `self._engine` and
@@ -34,7 +38,7 @@ class DialectOps:
         """Store `value` under `key` (None: delete the record) with the next commit.
         Raises TypeError when MessagePack cannot encode `value`; ValueError for a key over
         1024 bytes."""
-        if len(key.encode()) > 1024:
+        if len(key) > 256 and len(key.encode()) > 1024:   # (UTF-8: <= 4 bytes a character)
             raise ValueError("dialect record key longer than 1024 bytes")
         d = self._engine.dialect_state
         j = self._journal
@@ -42,10 +46,15 @@ class DialectOps:
             if d.pop(key, None) is not None and j is not None:
                 j.put_record("dialect_state", key, None)
             return
+        if value.__class__ is int and _INT_MIN <= value < _INT_END:
+            d[key] = value
+            if j is not None:   # a counter: packed once per commit, not once per change
+                j.put_int("dialect_state", "key", key, value)
+            return
+        row = {"key": key, "spec": _pack(value)}   # raises before anything changed
         d[key] = value
         if j is not None:
-            j.put_record("dialect_state", key,
-                         {"key": key, "spec": msgpack.packb(value, use_bin_type=True)})
+            j.put_record("dialect_state", key, row)
 
 
 def load_dialect_state(engine, rows) -> int:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 
 from .encode import Error
-from .glide import (DEFAULT_LOCK_MS, DIALECT, parse_key, rank, uid_of)
+from .glide import DEFAULT_LOCK_MS, DIALECT, parse_key, rank, uid_of
 from .state import LIBRARY_VERSION
 
 IMPLEMENTED: dict = {}
@@ -91,67 +91,94 @@ _EMPTY = b""
 
 class JobArgs:
     """addJob's 17–21 arguments (bytes), parsed (see the module docstring). `data` stays
-    bytes (the payload, byte for byte); texts are str; numbers int."""
+    bytes (the payload, byte for byte); texts are str; numbers int; `ts_int` is the
+    timestamp as an int, or None when it is not one (or missing)."""
 
     __slots__ = ("name", "data", "opts", "ts", "delay", "priority", "parent_id",
                  "max_attempts", "ordering_key", "group_conc", "tb_capacity", "cost", "ttl",
-                 "custom_id", "lifo", "parent_queue", "scheduler", "skip_events", "raw_delay")
+                 "custom_id", "lifo", "parent_queue", "scheduler", "skip_events", "raw_delay",
+                 "ts_int")
 
     def __init__(self, a: list) -> None:
+        # the hot path of every addJob: fields decoded inline, the common "0" and "" numbers
+        # and texts without a parse (each the same value as `_num` / `_s` give)
         n = len(a)
         if n < 21:
             a = list(a) + [_EMPTY] * (21 - n)
-        self.name = _s(a[0])
+        self.name = a[0].decode("utf-8", "surrogateescape")
         self.data = a[1]
-        self.opts = _s(a[2])
-        self.ts = _s(a[3]) if n > 3 else "nil"
-        self.raw_delay = a[4]
-        self.delay = max(0, _num(a[4])) if a[4] else 0
-        self.priority = max(0, _num(a[5])) if a[5] else 0
-        self.parent_id = _s(a[6])
-        self.max_attempts = max(0, _num(a[7])) if a[7] else 0
-        self.ordering_key = _s(a[8])
-        self.group_conc = _num(a[9]) if a[9] else 0
-        self.tb_capacity = _num(a[12]) if a[12] else 0
-        self.cost = _num(a[14]) if a[14] else 0
-        self.ttl = max(0, _num(a[15])) if a[15] else 0
-        self.custom_id = _s(a[16])
+        self.opts = a[2].decode("utf-8", "surrogateescape")
+        if n > 3:
+            ts = self.ts = a[3].decode("utf-8", "surrogateescape")
+            try:
+                self.ts_int = int(ts)
+            except ValueError:
+                self.ts_int = None
+        else:
+            self.ts = "nil"
+            self.ts_int = None
+        x = self.raw_delay = a[4]
+        self.delay = 0 if x == b"0" or not x else max(0, _num(x))
+        x = a[5]
+        self.priority = 0 if x == b"0" or not x else max(0, _num(x))
+        x = a[6]
+        self.parent_id = x.decode("utf-8", "surrogateescape") if x else ""
+        x = a[7]
+        self.max_attempts = 0 if x == b"0" or not x else max(0, _num(x))
+        x = a[8]
+        self.ordering_key = x.decode("utf-8", "surrogateescape") if x else ""
+        x = a[9]
+        self.group_conc = 0 if x == b"0" or not x else _num(x)
+        x = a[12]
+        self.tb_capacity = 0 if x == b"0" or not x else _num(x)
+        x = a[14]
+        self.cost = 0 if x == b"0" or not x else _num(x)
+        x = a[15]
+        self.ttl = 0 if x == b"0" or not x else max(0, _num(x))
+        x = a[16]
+        self.custom_id = x.decode("utf-8", "surrogateescape") if x else ""
         x = a[17]
         if x == b"" or x == b"0" or x == b"1":
             self.lifo = x == b"1"
-            self.parent_queue = _s(a[18])
+            x = a[18]
+            self.parent_queue = x.decode("utf-8", "surrogateescape") if x else ""
         else:                          # v41: argument 18 is parentQueue
             self.lifo = False
             self.parent_queue = _s(x)
-        self.scheduler = _s(a[19])
+        x = a[19]
+        self.scheduler = x.decode("utf-8", "surrogateescape") if x else ""
         self.skip_events = a[20] == b"1"
 
 
 def _ts_int(args: JobArgs, now: int) -> int:
-    try:
-        return int(args.ts)
-    except ValueError:
-        if args.delay > 0:
-            raise Refused("ERR glidemq_addJob: timestamp must be an integer (ms) with a delay")
-        return now
+    t = args.ts_int
+    if t is not None:
+        return t
+    if args.delay > 0:
+        raise Refused("ERR glidemq_addJob: timestamp must be an integer (ms) with a delay")
+    return now
 
 
 def _create(sess, prefix: str, queue: str, args: JobArgs, gid: str, flow_deps=None,
-            parent_member: str | None = None, event: bool = True) -> int:
+            parent_member: str | None = None, event: bool = True, base: str | None = None) -> int:
     """Create glide job `gid` of `queue` from `args` (already validated). `flow_deps`: the
-    deps members a flow parent waits for (its canonical dependencies); returns the canonical
-    id."""
+    deps members a flow parent waits for (its canonical dependencies); `base`: the queue's
+    `<prefix>:{<queue>}` when the caller has it; returns the canonical id."""
     st = sess.state
     port = sess.port
     now = port.clock.wall_ms()
     ts = _ts_int(args, now)
-    base = f"{prefix}:{{{queue}}}"
-    opts = _opts(args.opts)
+    if base is None:
+        base = f"{prefix}:{{{queue}}}"
     g = {"id": gid, "ts": args.ts}   # defaults left out (glide.py): smaller rows
     if prefix != "glide":
         g["pfx"] = prefix
-    if args.opts != "{}":
-        g["opts"] = args.opts
+    o = args.opts
+    if o != "{}":
+        g["opts"] = o
+        opts = _opts(o)
+    else:
+        opts = None
     if args.delay:
         g["delay"] = str(args.delay)
     if args.priority:
@@ -181,15 +208,15 @@ def _create(sess, prefix: str, queue: str, args: JobArgs, gid: str, flow_deps=No
         unmet = [d for d in flow_deps if not port.dependency_met(d)]
         if unmet:
             ext["deps"] = unmet
-    uid = uid_of(prefix, queue, gid)
-    id = port.put(queue, args.data,
-                  rank(args.priority, lifo), delay_ms, ttr, DIALECT, uid,
-                  ttl_ms=args.ttl, expire_ms=max(1, ts + args.ttl - now) if args.ttl else 0,
-                  max_fails=attempts if attempts > 1 else 0, event="add", ext=ext)
+    uid = base + ":" + gid   # glide.uid_of
+    ttl = args.ttl
+    id = port.put(queue, args.data, rank(args.priority, lifo), delay_ms, ttr, DIALECT, uid,
+                  ttl, max(1, ts + ttl - now) if ttl else 0, 0,
+                  attempts if attempts > 1 else 0, 0, "add", ext)
     if parent_member is not None:
         _register_child(sess, parent_member, uid)
     if event and not args.skip_events:
-        st.add_event(base, ["event", "added", "jobId", gid, "name", args.name])
+        st.add_event(base, ("event", "added", "jobId", gid, "name", args.name))
     return id
 
 
@@ -302,7 +329,7 @@ def _add(sess, keys: list, argv: list, fname: str):
     if gid is None:
         return None, "duplicate"
     parent = _s(keys[4]) if len(keys) > 4 else None
-    _create(sess, k.prefix, k.queue, args, gid, parent_member=parent)
+    _create(sess, k.prefix, k.queue, args, gid, parent_member=parent, base=base)
     sess.need_commit = True
     return gid, gid
 

@@ -63,21 +63,19 @@ TYPES = {
 
 class Key:
     """A parsed glide-mq key: `prefix` (str), `queue` (str), `kind` (e.g. "job"), `arg` (the
-    part after `kind:`, e.g. a job id, or None), `raw` (the key as bytes)."""
+    part after `kind:`, e.g. a job id, or None), `raw` (the key as bytes), `base`
+    (`<prefix>:{<queue>}`)."""
 
-    __slots__ = ("prefix", "queue", "kind", "arg", "raw")
+    __slots__ = ("prefix", "queue", "kind", "arg", "raw", "base")
 
-    def __init__(self, prefix, queue, kind, arg, raw) -> None:
+    def __init__(self, prefix, queue, kind, arg, raw, base: str | None = None) -> None:
         self.prefix = prefix
         self.queue = queue
         self.kind = kind
         self.arg = arg
         self.raw = raw
-
-    @property
-    def base(self) -> str:
-        """`<prefix>:{<queue>}` (glide-mq's queue key prefix without the trailing colon)."""
-        return f"{self.prefix}:{{{self.queue}}}"
+        #: `<prefix>:{<queue>}` (glide-mq's queue key prefix without the trailing colon)
+        self.base = f"{prefix}:{{{queue}}}" if base is None else base
 
     def sibling(self, kind: str, arg: str | None = None) -> str:
         """Another key of the same queue."""
@@ -100,7 +98,7 @@ def parse_key(raw: bytes) -> Key | None:
         return None
     rest = s[j + 2:]
     kind, sep, arg = rest.partition(":")
-    return Key(s[:i], s[i + 2:j], kind, arg if sep else None, raw)
+    return Key(s[:i], s[i + 2:j], kind, arg if sep else None, raw, s[:j + 1])
 
 
 def uid_of(prefix: str, queue: str, gid: str) -> str:

@@ -215,13 +215,7 @@ def _c_events(sess, key):
     d = sess.state.events.get(key.base)
     if not d:
         return None
-    return [(parse_sid(s), f) for s, f in d]
-
-
-def parse_sid(s: str) -> tuple:
-    """A stored entry id `<ms>-<seq>` as (ms, seq)."""
-    ms, _, seq = s.partition("-")
-    return (int(ms), int(seq or 0))
+    return list(d)
 
 
 def _c_scheduled(sess, key, pairs=None):

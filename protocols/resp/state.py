@@ -43,7 +43,7 @@ class GlideState:
         self.options = options
         self.context = context
         self.clock = port.clock
-        self.events: dict = {}        # base -> deque of (sid str, [field, value, ...])
+        self.events: dict = {}        # base -> deque of ((ms, seq), (field, value, ...))
         self._ev_ms = 0
         self._ev_seq = 0
         self.locks: dict = {}         # key -> (token bytes, monotonic expiry ms or 0)
@@ -152,8 +152,8 @@ class GlideState:
         return n
 
     # ------------------------------------------------------------- events
-    def next_sid(self) -> str:
-        """A new stream entry id `<ms>-<seq>`, greater than every one before (wall ms; the
+    def next_sid(self) -> tuple:
+        """A new stream entry id (ms, seq), greater than every one before (wall ms; the
         sequence continues when the clock stands still or steps back)."""
         now = self.clock.wall_ms()
         if now > self._ev_ms:
@@ -161,11 +161,11 @@ class GlideState:
             self._ev_seq = 0
         else:
             self._ev_seq += 1
-        return f"{self._ev_ms}-{self._ev_seq}"
+        return (self._ev_ms, self._ev_seq)
 
-    def add_event(self, base: str, fields: list) -> None:
-        """XADD to `<base>:events`: `fields` [name, value, ...] (str), trimmed to
-        EVENTS_MAXLEN entries."""
+    def add_event(self, base: str, fields) -> None:
+        """XADD to `<base>:events`: `fields` (name, value, ...) str, a tuple or list, kept as
+        given (not changed afterwards), trimmed to EVENTS_MAXLEN entries."""
         d = self.events.get(base)
         if d is None:
             d = self.events[base] = deque(maxlen=EVENTS_MAXLEN)
