@@ -30,7 +30,7 @@ from .model import (BURIED, COMPLETED, DEADLINE_SOON, DELAYED, DELETED, READY, R
 from .outcomes import Outcomes
 from .paging import compact_ids as _compact_ids
 from .queues import Queues, _top
-from .records import Job, Owner, Queue
+from .records import Job, JobMore, Owner, Queue
 from .scheduling import SAFETY_MARGIN_MS, Scheduling, _INF
 from .transitions import GONE, NEW, TABLE, check
 
@@ -262,8 +262,12 @@ class Engine(Queues, Scheduling, Outcomes, Extras, Flows, Limits):
         if fmt:
             job.fmt = fmt
         if ext is not None:
-            job.ext = ext
-            self.index_extras(job)
+            m = job.more
+            if m is None:
+                m = job.more = JobMore()
+            m.ext = ext
+            if blocked or "uniqueKey" in ext:   # else index_extras has nothing to index
+                self.index_extras(job)
         if ttl_ms or expire_ms or max_attempts or max_fails or sched_ms:
             job.ttl_ms = ttl_ms
             job.max_attempts = max_attempts
@@ -280,11 +284,22 @@ class Engine(Queues, Scheduling, Outcomes, Extras, Flows, Limits):
             j.queue_seen(queue)
         if blocked:
             self._to_delayed(job, q, self.clock.monotonic_ms() + BLOCKED_MS)
-        else:
-            self._to_state(job, q, delay_ms)
-        self._emit(job, row, NEW, dialect, at=job.created_ms)
-        if job.state is READY:
-            self._serve(q)
+        elif delay_ms > 0:
+            self._to_delayed(job, q, self.clock.monotonic_ms() + delay_ms)
+        else:   # _to_ready, for a job that was nowhere yet (READY since Job())
+            job.hver = 1
+            heappush(q.ready, (job.priority, -job.id if ext is not None and ext.get("lifo")
+                               else job.id, 1, job))
+            q.n_ready += 1
+            if job.priority < URGENT_RANK:
+                q.urgent += 1
+            if len(q.ready) > 2 * q.n_ready + 1024:
+                _compact(q.ready, q.n_ready)
+        feed = self.feed
+        if feed.active:
+            feed.emit(job, row.events, NEW, dialect, True, None, None, job.created_ms)
+        if job.state is READY and q.waiting:
+            self._dispatch(q)   # _serve
         return job
 
     # ------------------------------------------------------------ consumers
