@@ -129,6 +129,7 @@ class Store(Upkeep):
                         {len(schema.JOB_NEW_COLUMNS), len(schema.JOB_INSERT_COLUMNS),
                          len(schema.EVENT_COLUMNS)}}
         self._ph1 = _placeholders(ps, 1)[0]
+        self._many_sql: dict = {}   # (head, rows) -> multi-row INSERT text (_many)
         self._sql_insert = ins(j, schema.JOB_NEW_COLUMNS)
         self._sql_insert_full = ins(j, schema.JOB_INSERT_COLUMNS)
         no_lease = ", lease_token = NULL, lease_owner = NULL, lease_until_ms = NULL"
@@ -270,11 +271,15 @@ class Store(Upkeep):
     def _many(self, conn, head: str, width: int, rows: list) -> None:
         """INSERT `rows` (tuples of `width`) as multi-row VALUES statements of <= 500 rows:
         one statement step instead of one per row (SQLite: ~15% faster than executemany)."""
-        ph = self._row_ph[width]
         for i in range(0, len(rows), 500):
             chunk = rows[i:i + 500]
-            conn.exec_driver_sql(head + ", ".join([ph] * len(chunk)),
-                                 tuple(chain.from_iterable(chunk)))
+            k = (head, len(chunk))
+            sql = self._many_sql.get(k)
+            if sql is None:   # the same few texts every batch: made once, hashed once
+                if len(self._many_sql) > 2048:
+                    self._many_sql.clear()
+                sql = self._many_sql[k] = head + ", ".join([self._row_ph[width]] * len(chunk))
+            conn.exec_driver_sql(sql, tuple(chain.from_iterable(chunk)))
 
     def note_queues(self, conn, rows: list) -> None:
         """Remember queues first used: (name, created_ms) rows; known names are kept."""

@@ -152,6 +152,8 @@ def encode(value, proto: int = 2) -> bytes:
         return bulk(value)
     if t is int:
         return b":%d\r\n" % value
+    if t is str:     # addJob's reply, the job id
+        return bulk(value)
     out = []
     _encode(value, proto >= 3, out.append)
     return b"".join(out)

@@ -86,7 +86,9 @@ class Handler:
             if item is CLOSE:
                 return QUIT
             return item.reply   # a ProtocolError: Redis's text (b"" when silent), then close
-        name = item[0].upper()
+        name = item[0]
+        if name != b"FCALL":    # the hot command, as clients send it: no upper() copy
+            name = name.upper()
         cmd = COMMANDS.get(name)
         if cmd is None:
             if name == b"POST" or name == b"HOST:":
