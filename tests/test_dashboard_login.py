@@ -59,7 +59,8 @@ def test_login_with_the_token(browser, base, srv):
         expect(page.locator(f"#job-{jid}")).to_be_visible()
         expect(page.locator("#live.on")).to_be_visible()   # the stream is let in too
     page.click(".logout button")
-    assert page.url == f"{base}/ui/login"
+    expect(page).to_have_url(f"{base}/ui/login")   # (the click does not wait for the redirect)
+    assert ctx.cookies() == []
     page.goto(f"{base}/ui/")
     assert page.url == f"{base}/ui/login"
     ctx.close()
