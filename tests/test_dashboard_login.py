@@ -9,7 +9,7 @@ import greenstalk
 import httpx
 import pytest
 
-from .dashboard_support import launch_browser, server
+from .dashboard_support import server
 
 pytest.importorskip("playwright.sync_api")
 from playwright.sync_api import expect  # noqa: E402
@@ -22,14 +22,6 @@ def srv(tmp_path_factory):
     s = server(tmp_path_factory.mktemp("login"), tokens=[TOKEN])
     yield s
     s.stop()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    pw, b = launch_browser()
-    yield b
-    b.close()
-    pw.stop()
 
 
 @pytest.fixture
