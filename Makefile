@@ -52,13 +52,13 @@ deps:
 	  (cd tests/bunqueue_client && npm install --no-audit --no-fund --loglevel=error); \
 	else echo "note: npm not found; the real bunqueue client tests will skip"; fi
 	@{ command -v beanstalkd >/dev/null 2>&1 && command -v openssl >/dev/null 2>&1 && \
-	  command -v redis-server >/dev/null 2>&1 && \
+	  command -v redis-server >/dev/null 2>&1 && test -x /usr/bin/chromium && \
 	  test -f /usr/share/java/sqlite-jdbc.jar && \
 	  test -f /usr/share/java/postgresql.jar; } || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq beanstalkd \
-	      libxerial-sqlite-jdbc-java libpostgresql-jdbc-java openssl redis-server >/dev/null; \
-	  else echo "note: install beanstalkd, openssl, redis-server, libxerial-sqlite-jdbc-java and libpostgresql-jdbc-java (Debian) for the differential, TLS, glide-mq conformance and pipeline tests"; fi; }
+	      libxerial-sqlite-jdbc-java libpostgresql-jdbc-java openssl redis-server chromium >/dev/null; \
+	  else echo "note: install beanstalkd, openssl, redis-server, chromium, libxerial-sqlite-jdbc-java and libpostgresql-jdbc-java (Debian) for the differential, TLS, glide-mq conformance, dashboard and pipeline tests"; fi; }
 
 ## test: the whole test suite (PostgreSQL variants run when JOBGATE_TEST_PG_URL is set)
 test: $(VENV)/.installed deps

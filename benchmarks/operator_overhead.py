@@ -1,8 +1,9 @@
 """Operator overhead (issue 18): job throughput of one jobgate server without observers (A)
 and with them (B): `/metrics` and `/prometheus` scraped every second and one live-update
-stream held open (default: the `/ws` WebSocket of the http listener, reading every event;
-`--live-url` takes another, e.g. the dashboard's SSE endpoint: ws:// or wss:// is read as a
-WebSocket, http:// as a streamed GET). The goal: B / A >= 0.95.
+stream held open (default: the dashboard's Server-Sent Events, `/ui/events`, what an open
+dashboard reads; `--live-url` takes another, e.g. `/ws`, bunqueue's WebSocket of every event:
+ws:// or wss:// is read as a WebSocket, http:// or a path as a streamed GET). The goal, with
+the dashboard: B / A >= 0.95.
 
 Workload: `--workers` client processes, each a beanstalk put / reserve / delete cycle in
 pipelined batches on its own tube (benchmarks/bench_client.py's client and loop). A and B
@@ -180,8 +181,9 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=3, help="client processes (default 3)")
     ap.add_argument("--batch", type=int, default=10, help="jobs per pipelined batch")
     ap.add_argument("--live-url", default=None,
-                    help="live-update stream held open in B (default ws://<http>/ws; a path "
-                         "such as /ui/events: on the http listener)")
+                    help="live-update stream held open in B (default /ui/events, the "
+                         "dashboard's; a path is on the http listener; ws://<http>/ws: "
+                         "bunqueue's WebSocket)")
     ap.add_argument("--sink-only", action="store_true",
                     help="only measure the feed sink in-process (no server)")
     ap.add_argument("--observers", default="scrape,live",
@@ -195,7 +197,9 @@ def main(argv=None) -> int:
     srv = Server("jobgate", TEMPLATE, {}, 20.0, cwd=REPO_ROOT).start()
     try:
         http = f"http://{HOST}:{srv.ports['HTTP_PORT']}"
-        live = args.live_url or f"ws://{HOST}:{srv.ports['HTTP_PORT']}/ws"
+        live = args.live_url or "/ui/events"
+        if live == "/ws":
+            live = f"ws://{HOST}:{srv.ports['HTTP_PORT']}/ws"
         if live.startswith("/"):   # a path on the http listener, e.g. /ui/events
             live = http + live
         run_load(srv.port, args.workers, 1.0, args.batch)   # warm-up

@@ -270,3 +270,14 @@ def spark():
     s = session("local[2,4]", shuffle_partitions=4)
     yield s
     s.stop()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """One headless Chromium per test module (tests/dashboard_support.launch_browser: Debian's
+    chromium driven by Playwright), closed after it; the dashboard tests use it."""
+    from .dashboard_support import launch_browser
+    pw, b = launch_browser()
+    yield b
+    b.close()
+    pw.stop()

@@ -15,7 +15,7 @@ import greenstalk
 import httpx
 import pytest
 
-from .dashboard_support import launch_browser, put_many, server
+from .dashboard_support import put_many, server
 
 pytest.importorskip("playwright.sync_api")
 from playwright.sync_api import expect  # noqa: E402
@@ -29,14 +29,6 @@ def srv(tmp_path_factory):
     s = server(tmp_path_factory.mktemp("dash"))
     yield s
     s.stop()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    pw, b = launch_browser()
-    yield b
-    b.close()
-    pw.stop()
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import greenstalk
 import httpx
 import pytest
 
-from .dashboard_support import launch_browser, server
+from .dashboard_support import server
 
 pytest.importorskip("playwright.sync_api")
 from playwright.sync_api import expect  # noqa: E402
@@ -22,14 +22,6 @@ def srv(tmp_path_factory):
     s = server(tmp_path_factory.mktemp("login"), tokens=[TOKEN])
     yield s
     s.stop()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    pw, b = launch_browser()
-    yield b
-    b.close()
-    pw.stop()
 
 
 @pytest.fixture
@@ -59,7 +51,8 @@ def test_login_with_the_token(browser, base, srv):
         expect(page.locator(f"#job-{jid}")).to_be_visible()
         expect(page.locator("#live.on")).to_be_visible()   # the stream is let in too
     page.click(".logout button")
-    assert page.url == f"{base}/ui/login"
+    expect(page).to_have_url(f"{base}/ui/login")   # (the click does not wait for the redirect)
+    assert ctx.cookies() == []
     page.goto(f"{base}/ui/")
     assert page.url == f"{base}/ui/login"
     ctx.close()

@@ -293,3 +293,22 @@ def test_glidemq_commands_and_events(tmp_path):
     assert by(m, "jobgate_job_events_total", queue="gq", dialect="glidemq") == {"add": 2}
     assert val(m, "jobgate_jobs", queue="gq", state="ready") == 2
     assert val(m, "jobgate_connections_total", dialect="glidemq") == 1
+
+
+def test_without_an_http_listener_nothing_is_counted_for_metrics():
+    # /metrics lives on the http listener: without one the feed sink is not registered (in
+    # memory mode it would turn the event feed on for nothing); with one, it counts
+    for dialects, counted in ((("beanstalk",), False), (("beanstalk", "http"), True)):
+        s = InProcServer(None, dialects=dialects)
+        try:
+            with greenstalk.Client(("127.0.0.1", s.ports["beanstalk"]), use="m") as c:
+                c.watch("m")
+                c.put("x")
+                c.delete(c.reserve(timeout=1))
+            events = dict(s.runtime.feed_metrics.events)
+            assert bool(events) is counted, events
+            if counted:
+                assert events == {("m", "beanstalk", "put"): 1, ("m", "beanstalk", "reserve"): 1,
+                                  ("m", "beanstalk", "delete"): 1}
+        finally:
+            s.stop()

@@ -55,10 +55,10 @@ EVENT_TYPES = {"put": "pushed", "add": "pushed", "schedule": "pushed", "run": "p
                "fail": "failed"}
 
 
-def event_frame(ev) -> bytes | None:
-    """The bunqueue frame of a canonical event (core.api.Event), or None when bunqueue has no
-    event for it: {type: "event", event: {eventType, queue, jobId, timestamp[, data | error]}}
-    (completed carries the result as `data`, failed the failure's text as `error`)."""
+def event_dict(ev) -> dict | None:
+    """bunqueue's event object for a canonical event (core.api.Event), or None when bunqueue
+    has no event for it: {eventType, queue, jobId, timestamp (wall ms, float)[, data |
+    error]} (completed carries the result as `data`, failed the failure's text as `error`)."""
     t = EVENT_TYPES.get(ev.kind)
     if t is None:
         return None
@@ -67,7 +67,14 @@ def event_frame(ev) -> bytes | None:
         e["data"] = None if ev.result is None else unpack_value(ev.result, ev.result_fmt)
     elif t == "failed":
         e["error"] = ev.error
-    return frame(pack({"type": "event", "event": e}))
+    return e
+
+
+def event_frame(ev) -> bytes | None:
+    """The bunqueue frame of a canonical event, {type: "event", event: event_dict(ev)}, or
+    None when bunqueue has no event for it."""
+    e = event_dict(ev)
+    return None if e is None else frame(pack({"type": "event", "event": e}))
 
 
 class _Nil:

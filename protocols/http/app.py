@@ -58,7 +58,9 @@ def build_app(state, hooks) -> web.Application:
     from protocols.bunqueue.handlers_query import counts
     from protocols.bunqueue.info import SPEAKS_VERSION
 
-    from .state import decode_reply
+    from protocols.bunqueue.session import event_dict
+
+    from .state import jsonable
 
     port = state.port
     cors = {"Access-Control-Allow-Origin": state.cors}
@@ -205,8 +207,7 @@ def build_app(state, hooks) -> web.Application:
         await ws.prepare(request)
         sockets.add(ws)
         wake = asyncio.Event()
-        frames: list = []
-        sess = state.event_session(principal, lambda data, _commit: frames.append(data),
+        sess = state.event_session(principal, lambda data, _commit: None,
                                    lambda _fn: wake.set())
         queue = unquote(path[len("/ws/queues/"):]) if path.startswith("/ws/queues/") else None
         try:
@@ -223,15 +224,16 @@ def build_app(state, hooks) -> web.Application:
             wake.set()
         reader = asyncio.ensure_future(drain_input())
         try:
+            sub = sess.subscription
             while not ws.closed:
                 await wake.wait()
                 wake.clear()
-                sess.send_events()   # the subscription's buffer -> `frames`
-                out, frames[:] = list(frames), []
-                for f in out:
-                    r = decode_reply(f)
-                    if r.get("type") == "event":
-                        await ws.send_str(json.dumps(r["event"], separators=(",", ":")))
+                # the subscription's buffer straight to JSON (the bunqueue event object,
+                # without the frame's MessagePack round trip)
+                for ev in sub.take():
+                    e = event_dict(ev)
+                    if e is not None:
+                        await ws.send_str(json.dumps(jsonable(e), separators=(",", ":")))
         except ConnectionResetError:
             pass
         finally:

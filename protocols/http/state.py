@@ -34,7 +34,7 @@ def decode_reply(frame: bytes) -> dict:
     bytes become text (UTF-8, replacement characters)."""
     obj = decode_reply_raw(frame)
     obj.pop("reqId", None)
-    return _jsonable(obj)
+    return jsonable(obj)
 
 
 def decode_reply_raw(frame: bytes):
@@ -43,12 +43,14 @@ def decode_reply_raw(frame: bytes):
                            timestamp=3)
 
 
-def _jsonable(v):
-    # as JSON.stringify: an undefined member is left out, an undefined item is null
+def jsonable(v):
+    """`v` (a decoded bunqueue value) as JSON.stringify would write it: an undefined member is
+    left out, an undefined item is null, bytes become text, integral floats integers, NaN and
+    the infinities null; anything else its str()."""
     if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items() if x is not _UNDEFINED}
+        return {str(k): jsonable(x) for k, x in v.items() if x is not _UNDEFINED}
     if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
+        return [jsonable(x) for x in v]
     if v is _UNDEFINED:
         return None
     if isinstance(v, (bytes, bytearray)):
@@ -124,7 +126,7 @@ class HttpState:
         if rid in self.waiting:
             self.waiting.discard(rid)
             if self.on_late is not None:
-                self.on_late(rid, _jsonable(reply), need_commit)
+                self.on_late(rid, jsonable(reply), need_commit)
 
     def start(self, principal, cmd: dict):
         """Run bunqueue command `cmd` (a dict as the TCP client sends) as `principal`.
