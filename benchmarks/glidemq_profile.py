@@ -4,7 +4,7 @@ RESP parser and session into a real engine, without sockets; in durability `comm
 of 100 is taken from the journal and written to a real SQLite file, as the writer does.
 
     .venv/bin/python benchmarks/glidemq_profile.py [--durability commit|memory] [--batches N]
-        [--no-history] [--profile]
+        [--no-history] [--metrics] [--profile]
 
 Prints µs per addJob for handling (parse, session, glidemq layer, engine) and for the storage
 write, as means and for the median batch (steadier when other processes share the CPU); the
@@ -47,6 +47,8 @@ def main(argv=None) -> int:
     ap.add_argument("--batches", type=int, default=300, help="batches of 100 addJobs")
     ap.add_argument("--no-history", action="store_true", help="no job_events rows")
     ap.add_argument("--profile", action="store_true", help="cProfile's top 25 by own time")
+    ap.add_argument("--metrics", action="store_true",
+                    help="the /metrics feed sink, as a server with an http listener has")
     a = ap.parse_args(argv)
     store = None
     if a.durability == "commit":
@@ -54,7 +56,8 @@ def main(argv=None) -> int:
         tmp = tempfile.mkdtemp(prefix="glidemq-profile-")
         store = open_database(f"sqlite:///{tmp}/jobgate.db", "NORMAL")
     port = Port.create(SystemClock(), durable=store is not None, history=not a.no_history)
-    port.observe(FeedMetrics().record)   # the server's metrics sink (gateway/server.py)
+    if a.metrics:   # the server's metrics sink, there with an http listener (gateway/server.py)
+        port.observe(FeedMetrics().record)
     state = REGISTRATION.make_state(port, {o.name: o.default for o in REGISTRATION.options},
                                     Context())
     h = Handler(state, None)
