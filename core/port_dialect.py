@@ -38,7 +38,7 @@ class DialectOps:
         """Store `value` under `key` (None: delete the record) with the next commit.
         Raises TypeError when MessagePack cannot encode `value`; ValueError for a key over
         1024 bytes."""
-        if len(key) > 256 and len(key.encode()) > 1024:   # (UTF-8: <= 4 bytes a character)
+        if len(key) > 1024 if key.isascii() else len(key.encode()) > 1024:   # (UTF-8 bytes)
             raise ValueError("dialect record key longer than 1024 bytes")
         d = self._engine.dialect_state
         j = self._journal
