@@ -31,6 +31,7 @@ from .model import (BURIED, COMPLETED, DEADLINE_SOON, DELAYED, READY, RESERVED, 
 from .records import Job, Owner as _Owner
 from .store_port import StoreLocked, StorePort
 from .port_dialect import DialectOps, load_dialect_state as _load_dialect_state
+from .port_feed import FeedOps
 from .port_flows import FlowOps
 from .port_jobs import JobOps
 from .port_settings import SettingsOps
@@ -77,7 +78,7 @@ def open_store(url: str, sqlite_synchronous: str = "NORMAL"):
     return Store(url, sqlite_synchronous)
 
 
-class Port(JobOps, FlowOps, WebhookOps, SettingsOps, DialectOps):
+class Port(JobOps, FlowOps, WebhookOps, SettingsOps, DialectOps, FeedOps):
     """The engine port (see the module docstring). Build one with `Port.create()`, or wrap an
     engine with `Port.of(engine)` (one port per engine).
 
@@ -197,48 +198,6 @@ class Port(JobOps, FlowOps, WebhookOps, SettingsOps, DialectOps):
     def stats(self) -> ServerStats:
         """Server-wide counts."""
         return server_stats(self._engine)
-
-    def subscribe(self, queues=None, maxlen: int = DEFAULT_MAXLEN, notify=None) -> Subscription:
-        """Events of `queues` (None: all) from now on, in a buffer of `maxlen` events that
-        drops the oldest when full (core/events.py). Close it when done."""
-        return self._engine.feed.subscribe(queues, maxlen, notify)
-
-    def count_events(self):
-        """A core.events.Counter: how many events of each kind each queue had, from now on,
-        read with `take()` -> {(queue, kind): n} (bounded: cleared by each take); far cheaper
-        per event than a Subscription (the dashboard's live view). Close it when done."""
-        return self._engine.feed.count()
-
-    def observe(self, fn) -> None:
-        """Call `fn(job_id, queue, dialect, events, state, at_ms, created_ms, reserves)` for
-        every job transition from now on, synchronously inside the engine, after the journal
-        (a sink of the feed: nothing is dropped, unlike a Subscription). `events`: the tuple
-        of event names the transition writes as job_events rows (core/journal.py), in order;
-        `dialect`: who caused it ("jobgate" for timers); `state`: the job's state after it
-        ("deleted" when gone); `at_ms`: the events' wall ms; `created_ms`: the job's creation
-        (wall ms); `reserves`: its reservations so far. `fn` must be cheap and must not call
-        the port (the gateway's metrics: gateway/metrics.py)."""
-        def sink(job, events, prev, dialect, durable, worker, error, at):
-            fn(job.id, job.queue, dialect, events, job.state, at, job.created_ms, job.reserves)
-        self._engine.feed.add_sink(sink)
-
-    def feed_stats(self) -> dict:
-        """The event feed's counts: {"subscriptions": open now, "overflowed": subscriptions
-        that ever dropped an event (buffer full), "dropped": events dropped, since start}."""
-        f = self._engine.feed
-        return {"subscriptions": len(f.subs), "overflowed": f.overflowed, "dropped": f.dropped}
-
-    def failed_counts(self) -> dict:
-        """{queue name: jobs that failed for good} for the queues that have some: the buried
-        jobs with a result (workq fail, a bunqueue DLQ; QueueView.buried includes them,
-        docs/mapping.md), as `failed_count(queue)` counts them. Walks every buried job: for
-        scrapes, not per command."""
-        out = {}
-        for name in self._engine.queues:
-            n = self.failed_count(name)
-            if n:
-                out[name] = n
-        return out
 
     # ------------------------------------------------------------- queues
     def attach(self, queue: str, role: str) -> None:
