@@ -16,7 +16,7 @@ use the port (core/api.py).
 """
 from __future__ import annotations
 
-from heapq import heapify, heappop, heappush, nsmallest
+from heapq import heappop, heappush
 
 from .clock import SystemClock
 from .cron import CronTable
@@ -25,27 +25,20 @@ from .extras import BLOCKED_MS, Extras
 from .failures import DEFAULT_POLICY
 from .flows import Flows
 from .limits import Limits
-from .model import (BURIED, COMPLETED, DEADLINE_SOON, DELAYED, DELETED, READY, RESERVED,
+from .moves import Moves
+from .model import (BURIED, COMPLETED, DEADLINE_SOON, DELAYED, READY, RESERVED,
                     TIMED_OUT, TOKEN_CHECKED, TOKEN_REQUIRED, URGENT_RANK)
 from .outcomes import Outcomes
-from .paging import compact_ids as _compact_ids
 from .queues import Queues, _top
 from .records import Job, JobMore, Owner, Queue
-from .scheduling import SAFETY_MARGIN_MS, Scheduling, _INF
-from .transitions import GONE, NEW, TABLE, check
+from .scheduling import SAFETY_MARGIN_MS, Scheduling, _INF, compact_heap
+from .transitions import NEW, TABLE, check
 
 #: Rows of the hottest transitions, looked up by the state before (others: check()).
 _RESERVE_ROWS = {p: TABLE[(p, "reserve", RESERVED)] for p in (READY, DELAYED, BURIED)}
 
 
-def _compact(heap: list, live: int) -> None:
-    """Rebuild a lazy heap in place when stale entries outnumber live ones (bounded memory)."""
-    if len(heap) > 2 * live + 1024:
-        heap[:] = [e for e in heap if e[3].hver == e[2]]
-        heapify(heap)
-
-
-class Engine(Queues, Scheduling, Outcomes, Extras, Flows, Limits):
+class Engine(Queues, Scheduling, Outcomes, Extras, Flows, Limits, Moves):
     """The job state machine and its in-memory indexes.
 
     `journal` (core.journal.Journal or None for memory mode) receives every mutation through
@@ -55,7 +48,8 @@ class Engine(Queues, Scheduling, Outcomes, Extras, Flows, Limits):
     dedup keys, dependencies, LIFO and owner-agnostic moves in core.extras.Extras; flows
     (waiting for children, a child's failure) in core.flows.Flows; waiters and timers in
     core.scheduling.Scheduling; rate and concurrency limits and stall settings per queue in
-    core.limits.Limits.
+    core.limits.Limits; release, bury, touch, delete, kick and an owner's abandon in
+    core.moves.Moves. Here: the state entries and exits, put, reserve.
     `policies`: dialect -> core.failures.JobPolicy for the jobs it creates.
     """
 
@@ -126,7 +120,7 @@ class Engine(Queues, Scheduling, Outcomes, Extras, Flows, Limits):
         if job.priority < URGENT_RANK:
             q.urgent += 1
         if len(q.ready) > 2 * q.n_ready + 1024:
-            _compact(q.ready, q.n_ready)
+            compact_heap(q.ready, q.n_ready)
 
     def _to_delayed(self, job: Job, q: Queue, ready_at: int) -> None:
         job.state = DELAYED
@@ -136,8 +130,8 @@ class Engine(Queues, Scheduling, Outcomes, Extras, Flows, Limits):
         heappush(q.delayed, e)
         heappush(self._delayed, e)
         q.n_delayed += 1
-        _compact(q.delayed, q.n_delayed)
-        _compact(self._delayed, len(self.jobs))
+        compact_heap(q.delayed, q.n_delayed)
+        compact_heap(self._delayed, len(self.jobs))
         self._arm(ready_at)
 
     def _to_state(self, job: Job, q: Queue, delay_ms: int) -> None:
@@ -175,7 +169,7 @@ class Engine(Queues, Scheduling, Outcomes, Extras, Flows, Limits):
         if q.limits is not None:
             self._took(q, now)
         owner.reserved[job.id] = job
-        _compact(self._reserved, self.n_reserved)
+        compact_heap(self._reserved, self.n_reserved)
         self._arm(job.deadline)
         feed = self.feed
         if feed.active:
@@ -294,7 +288,7 @@ class Engine(Queues, Scheduling, Outcomes, Extras, Flows, Limits):
             if job.priority < URGENT_RANK:
                 q.urgent += 1
             if len(q.ready) > 2 * q.n_ready + 1024:
-                _compact(q.ready, q.n_ready)
+                compact_heap(q.ready, q.n_ready)
         feed = self.feed
         if feed.active:
             feed.emit(job, row.events, NEW, dialect, True, None, None, job.created_ms)
@@ -360,157 +354,3 @@ class Engine(Queues, Scheduling, Outcomes, Extras, Flows, Limits):
             self._revive(job)
         self._to_reserved(job, q, owner, self.clock.monotonic_ms())
         return job
-
-    def _revive(self, job: Job) -> None:
-        """Void the result of a failed job that is taken out of the dead letters."""
-        job.result = None
-        job.result_ok = False
-        if not job.ttl_ms:
-            job.expires_at = 0    # it was only kept for its result
-
-    def release(self, owner: Owner, id: int, priority: int, delay_ms: int) -> bool:
-        """Return a job the owner reserved to ready (or delayed for `delay_ms` ms)."""
-        job = owner.reserved.get(id)
-        if job is None:
-            return False
-        row = check(RESERVED, "release", DELAYED if delay_ms > 0 else READY)
-        q = self.queues[job.queue]
-        self._leave(job, q)
-        job.priority = priority
-        job.delay_ms = delay_ms
-        job.releases += 1
-        self._to_state(job, q, delay_ms)
-        self._emit(job, row, RESERVED, owner.dialect, owner.name)
-        if job.state is READY:
-            self._serve(q)
-        return True
-
-    def bury(self, owner: Owner, id: int, priority: int) -> bool:
-        """Bury a job the owner reserved, with a new priority."""
-        job = owner.reserved.get(id)
-        if job is None:
-            return False
-        row = check(RESERVED, "bury", BURIED)
-        q = self.queues[job.queue]
-        self._leave(job, q)
-        job.priority = priority
-        job.buries += 1
-        self._to_buried(job, q)
-        self._emit(job, row, RESERVED, owner.dialect, owner.name)
-        return True
-
-    def touch(self, owner: Owner, id: int) -> bool:
-        """Restart the TTR of a job the owner reserved: deadline = now + its lease length (the
-        owner's lock TTL, else the job's ttr_ms)."""
-        job = owner.reserved.get(id)
-        if job is None:
-            return False
-        self._renew(job)
-        return True
-
-    def _renew(self, job: Job, lease_ms: int = 0) -> None:
-        """deadline = now + `lease_ms` (0: the owner's lock TTL, else the job's ttr_ms) for
-        reserved `job`, never past its own timeout (timeout_at); a stored lease is stored
-        again."""
-        row = check(RESERVED, "touch", RESERVED)
-        job.hver += 1
-        job.deadline = self.clock.monotonic_ms() + (lease_ms or job.owner.ttr_ms or job.ttr_ms)
-        if job.more is not None and job.more.timeout_at and job.more.timeout_at < job.deadline:
-            job.deadline = job.more.timeout_at
-        heappush(self._reserved, (job.deadline, job.id, job.hver, job))
-        _compact(self._reserved, self.n_reserved)
-        self._arm(job.deadline)
-        if job.lease_mode == TOKEN_REQUIRED and self.journal is not None:
-            self._emit(job, row, RESERVED, job.owner.dialect)   # no event: the row only
-
-    def delete(self, owner: Owner | None, id: int, dialect: str = "", force: bool = False,
-               event: str = "delete") -> bool:
-        """Delete job `id` unless another owner has it reserved or it is completed (beanstalk
-        sees completed jobs as gone). `force` (workq): delete in any state, whoever holds it."""
-        job = self.jobs.get(id)
-        if job is None:
-            return False
-        if not force and (job.state is COMPLETED
-                          or (job.state is RESERVED and job.owner is not owner)):
-            return False
-        prev = job.state
-        if owner is not None and prev is RESERVED and not force \
-                and self.policy(job).delete_completes:
-            return self.complete(job, b"", owner.dialect)   # its producer sees it completed
-        row = check(prev, event, GONE)
-        q = self.queues[job.queue]
-        self._leave(job, q)
-        job.state = DELETED
-        del self.jobs[id]
-        if job.uid is not None:
-            self.by_uid.pop(job.uid, None)
-        if job.ext is not None:
-            self._unindex(job)
-        q.deletes += 1
-        q.ids_dead += 1   # the listing index drops it lazily (core/paging.py)
-        if q.ids_dead > (len(q.ids) >> 1) + 1024:
-            _compact_ids(self, q)
-        feed = self.feed
-        if feed.active:
-            if owner is not None:
-                feed.emit(job, row.events, prev, owner.dialect, True, owner.name)
-            else:
-                feed.emit(job, row.events, prev, dialect)
-        if prev is COMPLETED and job.ext is not None and job.result_ok \
-                and job.ext.get("parentId") is not None:
-            self._keep_child_value(job)   # core/flows.py
-        if owner is not None and prev is RESERVED and self.dependents:
-            # beanstalk's success: its holder deleted it; jobs waiting for it go on
-            # (core/flows.py; any other delete leaves them waiting)
-            self._deps_done(self.uid_of(job))
-        self._gc(q)
-        return True
-
-    def kick(self, queue: str, bound: int, dialect: str) -> int:
-        """Kick up to `bound` jobs of `queue`: buried ones (FIFO) if any, else delayed (soonest)."""
-        q = self.queues.get(queue)
-        if q is None:
-            return 0
-        n = 0
-        if q.buried:
-            while n < bound and q.buried:
-                job = next(iter(q.buried.values()))
-                self._kick(job, q, dialect)
-                n += 1
-        elif q.n_delayed:
-            # soonest first; jobs parked for dependencies (flow parents) are not kicked
-            live = [e for e in q.delayed if e[3].hver == e[2] and not self.is_parked(e[3])]
-            for e in nsmallest(bound, live):
-                self._kick(e[3], q, dialect)
-                n += 1
-        return n
-
-    def _kick(self, job: Job, q: Queue, dialect: str) -> None:
-        prev = job.state
-        row = check(prev, "kick", READY)
-        self._leave(job, q)
-        job.kicks += 1
-        if job.result is not None:   # a failed (dead-lettered) job revived: its result is void
-            self._revive(job)
-        self._to_ready(job, q)
-        self._emit(job, row, prev, dialect)
-        self._serve(q)
-
-    def kick_job(self, id: int, dialect: str) -> bool:
-        """Kick one buried or delayed job to ready."""
-        job = self.jobs.get(id)
-        if job is None or job.state not in (BURIED, DELAYED) or self.is_parked(job):
-            return False
-        self._kick(job, self.queues[job.queue], dialect)
-        return True
-
-    def release_owner(self, owner: Owner) -> None:
-        """The owner went away: cancel its wait and return its reservations to ready."""
-        self.cancel_wait(owner)
-        for job in list(owner.reserved.values()):
-            row = check(RESERVED, "abandon", READY)
-            q = self.queues[job.queue]
-            self._leave(job, q)
-            self._to_ready(job, q)
-            self._emit(job, row, RESERVED, owner.dialect, owner.name)
-            self._serve(q)

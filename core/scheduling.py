@@ -20,6 +20,13 @@ SAFETY_MARGIN_MS = 1000
 _INF = float("inf")
 
 
+def compact_heap(heap: list, live: int) -> None:
+    """Rebuild a lazy heap in place when stale entries outnumber live ones (bounded memory)."""
+    if len(heap) > 2 * live + 1024:
+        heap[:] = [e for e in heap if e[3].hver == e[2]]
+        heapify(heap)
+
+
 def _due(heap: list, now: int):
     """Pop the entries of a lazy (time, id, hver, job) heap that are due at `now` (ms) and
     yield the jobs whose entry is still current; the heap may grow while this runs."""
