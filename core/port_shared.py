@@ -1,0 +1,30 @@
+"""The port's shared-mode operations (issue 19, docs/scaling.md), a base of core.api.Port as
+the other port_*.py: whether this engine is a node in shared mode, and making it one."""
+from __future__ import annotations
+
+
+def open_shared_store(url: str):
+    """The SQL store of a node in shared mode (core.shared_store.SharedStore) for PostgreSQL
+    `url`: the caller runs the migrations inside `store.serialized()`, then `store.join()`.
+    Raises ValueError for another database, sqlalchemy errors when it cannot connect."""
+    from .shared_store import SharedStore
+    return SharedStore(url)
+
+
+class SharedOps:
+    """Shared-mode operations of core.api.Port (which provides `_engine`)."""
+
+    @property
+    def shared(self) -> bool:
+        """True on a node in shared mode (several nodes on one PostgreSQL: docs/scaling.md):
+        jobs nobody here holds are in the database, so a reserve that must not wait answers
+        after one claim round (`reserve` with `timeout_ms` 0 returns WAITING)."""
+        return self._engine.shared is not None
+
+    def share(self, node: str):
+        """Make this engine a node in shared mode named `node` (before serving; core/shared.py).
+        Returns the core.shared.SharedNode for the gateway's claims (gateway/shared.py)."""
+        from .shared import SharedNode
+        e = self._engine
+        e.shared = SharedNode(e, node)
+        return e.shared
