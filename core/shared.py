@@ -51,6 +51,7 @@ class SharedNode:
         self.in_round: list = []      # probes the claim running now answers for
         self.on_demand = None
         self.on_ids = None
+        self.on_query = None          # gateway: on_query(fn, args, callback), see query()
         self.block_end = 0            # the end (exclusive) of the current id block
         self.next_block = 0           # the start of the next block, 0 while not fetched
         self.asking_ids = False
@@ -60,6 +61,14 @@ class SharedNode:
         # the new one's (a tie would compare Job objects): each claim starts 2**16 higher
         self._hver = 1 << 32
         self.claimed = 0              # jobs claimed from it
+
+    # ---------------------------------------------------------------- queries
+    def query(self, fn, args: tuple, callback) -> None:
+        """Run `fn(conn, *args)` (a function of core that reads or writes the shared tables
+        on a DB-API connection and commits) off the event loop, then `callback(result)` on
+        it; on a database error `callback` gets the exception instead (an Exception
+        instance: the dialect answers its server error). The gateway sets `on_query`."""
+        self.on_query(fn, args, callback)
 
     # ------------------------------------------------------------------ ids
     def set_block(self, start: int) -> None:

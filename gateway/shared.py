@@ -56,6 +56,7 @@ class SharedLink:
         self.node.set_block(store.first_block)
         self.node.on_demand = self.want
         self.node.on_ids = self._want_ids
+        self.node.on_query = self._query
         self.tasks: queue.SimpleQueue = queue.SimpleQueue()
         self.loop = None
         self.pending = False      # a claim is queued or running
@@ -86,6 +87,9 @@ class SharedLink:
         self.node.load(rows)
         if self.again or rows:
             self.want()   # more waiters came, or the queue may hold more
+
+    def _query(self, fn, args: tuple, callback) -> None:
+        self.tasks.put(("call", (fn, args, callback)))
 
     def _want_ids(self) -> None:
         self.tasks.put(("ids", None))
@@ -155,6 +159,9 @@ class SharedLink:
                     self._post(self.node.set_block, self.store.next_block(conn))
                 elif kind == "promote":
                     self.promoted += self.store.promote(conn, now)
+                elif kind == "call":
+                    fn, args, callback = arg
+                    self._post(callback, fn(conn, *args))
                 elif kind == "rescue":
                     n = self.store.rescue(conn, now)
                     if n:
@@ -172,6 +179,8 @@ class SharedLink:
                     self._post(self._claimed, [])
                 elif kind == "ids":
                     self._post(self._ids_failed)
+                elif kind == "call":
+                    self._post(arg[2], e if isinstance(e, Exception) else RuntimeError(str(e)))
                 time.sleep(RECONNECT_S)
         if conn is not None:
             try:
