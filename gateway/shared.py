@@ -159,6 +159,7 @@ class SharedLink:
                     self._post(self.node.set_block, self.store.next_block(conn))
                 elif kind == "promote":
                     self.promoted += self.store.promote(conn, now)
+                    self.port.end_pauses(conn, now)   # pauses across nodes that ran out
                 elif kind == "call":
                     fn, args, callback = arg
                     self._post(callback, fn(conn, *args))
