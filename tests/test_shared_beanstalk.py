@@ -220,7 +220,7 @@ def test_pipelined_bury_then_kick_and_peek_see_the_node_s_own_changes(nodes):
     jid = ca.put(b"p")
     ca.close()
     out = raw(a, b"use pl\r\nwatch pl\r\nreserve-with-timeout 5\r\nbury %d 1\r\nkick 1\r\n"
-              b"peek-ready\r\nstats-tube nope\r\n" % jid, 8)
+              b"peek-ready\r\nstats-tube nope\r\n" % jid, 9)
     assert out.split(b"\r\n")[:8] == [
         b"USING pl", b"WATCHING 2", b"RESERVED %d 1" % jid, b"p", b"BURIED", b"KICKED 1",
         b"FOUND %d 1" % jid, b"p"], out
