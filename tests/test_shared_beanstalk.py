@@ -19,7 +19,10 @@ import time
 import greenstalk
 import pytest
 
-from .test_shared_nodes import bean, nodes  # noqa: F401  (the fixture)
+from . import test_shared_nodes as _nodes_module
+from .test_shared_nodes import bean
+
+nodes = _nodes_module.nodes   # the fixture: n shared-mode nodes on one fresh database
 
 
 def raw(node, data: bytes, want: int, timeout: float = 10.0) -> bytes:
@@ -225,3 +228,32 @@ def test_pipelined_bury_then_kick_and_peek_see_the_node_s_own_changes(nodes):
         b"USING pl", b"WATCHING 2", b"RESERVED %d 1" % jid, b"p", b"BURIED", b"KICKED 1",
         b"FOUND %d 1" % jid, b"p"], out
     assert out.endswith(b"NOT_FOUND\r\n")
+
+
+def test_global_forms_answer_at_once_on_a_single_server():
+    """On a single server every `*_global` operation calls back before it returns, with what
+    the plain operation answers (no database, no reordering)."""
+    from core.api import ManualClock, Port
+    p = Port.create(ManualClock(), durable=False)
+    o = p.new_owner("beanstalk")
+    a = p.put("t", b"a", 0, 0, 60_000, "beanstalk")
+    d = p.put("t", b"d", 0, 5_000, 60_000, "beanstalk")
+    got = []
+    p.stats_global(got.append)
+    p.queue_global("t", got.append)
+    p.queue_global("nope", got.append)
+    p.queue_names_global(got.append)
+    p.peek_global(a, got.append)
+    p.peek_ready_global("t", got.append)
+    p.peek_delayed_global("t", got.append)
+    p.peek_buried_global("t", got.append)
+    assert got == [p.stats(), p.queue("t"), None, p.queue_names(), p.peek(a),
+                   p.peek_ready("t"), p.peek_delayed("t"), None]
+    got.clear()
+    p.kick_global("t", 5, "beanstalk", got.append)
+    p.kick_job_global(d, "beanstalk", got.append)
+    p.pause_global("t", 1000, got.append)
+    p.pause_global("nope", 1000, got.append)
+    p.delete_global(o, a, got.append)
+    p.delete_global(o, a, got.append)
+    assert got == [1, False, True, False, True, False]

@@ -8,6 +8,12 @@ conditions follow the beanstalk spec (../shared/specs/beanstalk-protocol.txt) an
 1.12 (../shared/reference). Per-connection state: the used tube, the watch list (swap-remove
 order, like beanstalkd's ms_*), the owner that holds this connection's reservations,
 producer/worker flags. The engine is reached through its port only (core/api.py).
+
+The global commands (stats, stats-tube, list-tubes, peek*, stats-job, kick, kick-job, delete,
+pause-tube) use the port's callback forms (core/port_global.py): on a single server the
+callback runs at once and the reply is returned as before; on a node in shared mode it may
+come when the database answers, and the command then returns WAIT as a waiting reserve does
+(`_later`; docs/mapping.md, "Shared mode").
 """
 from __future__ import annotations
 
