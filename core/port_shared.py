@@ -11,6 +11,13 @@ def open_shared_store(url: str):
     return SharedStore(url)
 
 
+def fire_due(conn, now_ms: int, ids) -> int:
+    """The shared-mode leader's cron round (core.shared_cron.fire_due): fire the stored
+    schedules due by `now_ms` with job ids from `ids`; returns how many runs fired."""
+    from .shared_cron import fire_due as fire
+    return fire(conn, now_ms, ids)
+
+
 class SharedOps:
     """Shared-mode operations of core.api.Port (which provides `_engine`)."""
 
@@ -27,4 +34,5 @@ class SharedOps:
         from .shared import SharedNode
         e = self._engine
         e.shared = SharedNode(e, node)
+        e.cron.firing = False   # the leader fires the stored schedules (core/shared_cron.py)
         return e.shared

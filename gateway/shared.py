@@ -5,8 +5,9 @@ processes on one PostgreSQL.
 
 - **a claim thread** with a connection of its own, which runs the statements the node needs in
   order: claims for the reservers waiting here (core.shared.SharedNode.demand), new id blocks,
-  and, while this node leads, promotions of due delayed jobs and the rescue of dead nodes'
-  expired reservations (core/shared_store.py);
+  and, while this node leads, promotions of due delayed jobs, the cron schedules' due runs
+  (core/shared_cron.py) and the rescue of dead nodes' expired reservations
+  (core/shared_store.py);
 - **a listener thread** on one more session: `LISTEN jobgate_ready` (a NOTIFY names a queue
   that got a ready job: when reservers wait for it here, a claim runs), the node's liveness
   lock, and the leader lock, tried every second while another node leads;
@@ -27,6 +28,8 @@ import time
 
 import anyio
 
+from core.api import ID_BLOCK, fire_due
+
 from .logs import event
 
 log = logging.getLogger("jobgate.shared")
@@ -37,6 +40,8 @@ PROMOTE_MS = 100
 RESCUE_MS = 1000
 #: s before a lost connection is replaced
 RECONNECT_S = 0.5
+#: the most cron runs the leader fires in one round (every PROMOTE_MS)
+CRON_IDS = 64
 #: s the listener waits for a notification before it tries the leader lock again
 LISTEN_WAIT_S = 1.0
 
@@ -65,6 +70,7 @@ class SharedLink:
         self.stopping = False
         self.claims = self.claimed = self.notified = self.promoted = self.rescued = 0
         self._threads: list = []
+        self._cron_next = self._cron_end = 0   # the leader's ids for cron runs (claim thread)
 
     # ------------------------------------------------------------- on the loop
     def want(self) -> None:
@@ -130,6 +136,7 @@ class SharedLink:
                     if now - last_promote >= PROMOTE_MS:
                         last_promote = now
                         self.tasks.put(("promote", None))
+                        self.tasks.put(("cron", None))
                     if now - last_rescue >= RESCUE_MS:
                         last_rescue = now
                         self.tasks.put(("rescue", None))
@@ -159,6 +166,12 @@ class SharedLink:
                     self._post(self.node.set_block, self.store.next_block(conn))
                 elif kind == "promote":
                     self.promoted += self.store.promote(conn, now)
+                elif kind == "cron":
+                    if self._cron_next + CRON_IDS > self._cron_end:
+                        self._cron_next = self.store.next_block(conn)
+                        self._cron_end = self._cron_next + ID_BLOCK
+                    self._cron_next += fire_due(conn, now, range(self._cron_next,
+                                                                 self._cron_next + CRON_IDS))
                 elif kind == "call":
                     fn, args, callback = arg
                     self._post(callback, fn(conn, *args))
