@@ -223,6 +223,8 @@ class JobOps:
 
     def cancel_result_wait(self, handle) -> bool:
         """Withdraw a result wait (its client is gone); a run's job is deleted."""
+        if getattr(handle, "remote", False):   # shared mode: a wait for a job not here
+            return handle.cancel()
         return self._engine.cancel_result_wait(handle)
 
     # ------------------------------------------------------------ listing

@@ -36,3 +36,12 @@ class SharedOps:
         e.shared = SharedNode(e, node)
         e.cron.firing = False   # the leader fires the stored schedules (core/shared_cron.py)
         return e.shared
+
+    def wait_result_uid(self, uid: str, timeout_ms: int, callback):
+        """Shared mode: wait for the result of the job named `uid` that is not on this node
+        (workq `result`, bunqueue WaitJob; core/shared_results.py). Returns a handle for
+        cancel_result_wait; `callback` later gets the finished JobView, None (no such job),
+        TIMED_OUT (after `timeout_ms` ms; <= 0: after one read) or an Exception (the database
+        failed: answer the dialect's server error). Raises AttributeError in single-node
+        mode (callers check `shared`)."""
+        return self._engine.shared.results.wait(uid, timeout_ms, callback)

@@ -24,8 +24,13 @@ from __future__ import annotations
 
 import msgpack
 
-from .model import RESERVED, TIMED_OUT
+from .model import BURIED, COMPLETED, DELAYED, READY, RESERVED, TIMED_OUT
 from .paging import compact_ids
+from .shared_results import RemoteWaits
+from .views import job_view
+
+#: the engine's state objects by their stored names
+_STATE = {x: x for x in (BURIED, COMPLETED, DELAYED, READY, RESERVED)}
 
 #: ids a node hands out from one block of sequence jobgate_job_ids (migration 0009)
 ID_BLOCK = 1_000_000
@@ -52,6 +57,7 @@ class SharedNode:
         self.on_demand = None
         self.on_ids = None
         self.on_query = None          # gateway: on_query(fn, args, callback), see query()
+        self.results = RemoteWaits(self)   # result waits for jobs not here (shared_results)
         self.block_end = 0            # the end (exclusive) of the current id block
         self.next_block = 0           # the start of the next block, 0 while not fetched
         self.asking_ids = False
@@ -165,6 +171,39 @@ class SharedNode:
                 e._finish_waiter(w)
                 w.callback(TIMED_OUT)
 
+    def _job_of(self, r: dict):
+        """A Job (core.records) made from jobs row `r`, indexed nowhere; its state is the
+        row's, its times monotonic as the engine keeps them."""
+        e = self.e
+        job = e.new_job(r["id"], r["queue"], bytes(r["payload"]), r["priority"],
+                        r["ttr_ms"], r["delay_ms"], r["created_ms"], r["dialect"], r["uid"])
+        job.reserves = r["reserves"]
+        for name in ("timeouts", "releases", "buries", "kicks", "fails", "ttl_ms",
+                     "max_attempts", "max_fails", "sched_ms"):
+            v = r[name]
+            if v:
+                setattr(job, name, v)
+        if r["payload_fmt"]:
+            job.fmt = r["payload_fmt"]
+        if r["extras"] is not None:
+            job.ext = msgpack.unpackb(bytes(r["extras"]), raw=False, strict_map_key=False)
+        if r["result"] is not None:
+            job.result = bytes(r["result"])
+            job.result_ok = bool(r["result_ok"])
+        job.state = _STATE.get(r["state"], r["state"])
+        return job
+
+    def view_of(self, r: dict):
+        """A JobView (core.model) of jobs row `r` as it is in the database (for a job that
+        is not here: results, peeks); a reserved or delayed one shows no time left."""
+        job = self._job_of(r)
+        st = job.state
+        if st is RESERVED or st is DELAYED:
+            job.state = READY          # its deadline is another node's: none shown here
+            v = job_view(self.e, job)
+            return v._replace(state=st)
+        return job_view(self.e, job)
+
     def load(self, rows: list) -> None:
         """Index claimed rows (dicts of jobs columns, reserved for this node in the database)
         as ready jobs here and serve the waiting reservers; then end the probes. A row whose
@@ -176,18 +215,8 @@ class SharedNode:
         for r in rows:
             if r["id"] in e.jobs:
                 continue
-            job = e.new_job(r["id"], r["queue"], bytes(r["payload"]), r["priority"],
-                            r["ttr_ms"], r["delay_ms"], r["created_ms"], r["dialect"], r["uid"])
+            job = self._job_of(r)
             job.reserves = max(0, r["reserves"] - 1)   # the local reserve counts it again
-            for name in ("timeouts", "releases", "buries", "kicks", "fails", "ttl_ms",
-                         "max_attempts", "max_fails", "sched_ms"):
-                v = r[name]
-                if v:
-                    setattr(job, name, v)
-            if r["payload_fmt"]:
-                job.fmt = r["payload_fmt"]
-            if r["extras"] is not None:
-                job.ext = msgpack.unpackb(bytes(r["extras"]), raw=False, strict_map_key=False)
             job.in_db = 1
             e.jobs[job.id] = job
             if job.uid is not None:

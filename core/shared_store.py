@@ -27,6 +27,7 @@ from contextlib import contextmanager
 
 from . import schema
 from .shared import ID_BLOCK
+from .shared_results import DONE_CHANNEL
 from .storage import Store
 from .storage_upkeep import PG_LOCK_KEY
 from .store_port import StoreLocked
@@ -171,10 +172,21 @@ class SharedStore(Store):
                 "node = CASE WHEN state = 'reserved' THEN %s END, "
                 "lease_until_ms = CASE WHEN state = 'reserved' "
                 "THEN COALESCE(lease_until_ms, %s + ttr_ms) END "
-                "WHERE id = ANY(%s) RETURNING queue, state) "
-                f"SELECT pg_notify('{READY_CHANNEL}', q) FROM "
-                "(SELECT DISTINCT queue AS q FROM u WHERE state = 'ready') s",
+                "WHERE id = ANY(%s) RETURNING queue, state, uid, result IS NOT NULL AS fin) "
+                f"SELECT count(pg_notify('{READY_CHANNEL}', q)) FROM "
+                "(SELECT DISTINCT queue AS q FROM u WHERE state = 'ready') s "
+                f"UNION ALL SELECT count(pg_notify('{DONE_CHANNEL}', uid)) FROM u "
+                "WHERE fin AND uid IS NOT NULL",
                 (self.node, _wall_ms(), ids))
+
+    def delete_jobs(self, conn, ids: list) -> None:
+        """Remove deleted jobs' rows and NOTIFY jobgate_done with each uid (a result waiter
+        on another node learns that the job is gone: core/shared_results.py)."""
+        if ids:
+            conn.exec_driver_sql(
+                "WITH d AS (DELETE FROM jobs WHERE id = ANY(%s) RETURNING uid) "
+                f"SELECT count(pg_notify('{DONE_CHANNEL}', uid)) FROM d "
+                "WHERE uid IS NOT NULL", (ids,))
 
     # ---------------------------------------------------------- node's reads
     def claim(self, conn, demand: dict, now_ms: int) -> list:
@@ -250,10 +262,11 @@ class SharedStore(Store):
 
     # ------------------------------------------------------------ listener
     def listen(self, conn) -> None:
-        """On the listener session `conn` (autocommit): LISTEN for ready jobs and hold this
-        node's liveness lock for as long as the session lives."""
+        """On the listener session `conn` (autocommit): LISTEN for ready jobs and finished
+        ones, and hold this node's liveness lock for as long as the session lives."""
         cur = conn.cursor()
         cur.execute(f"LISTEN {READY_CHANNEL}")
+        cur.execute(f"LISTEN {DONE_CHANNEL}")
         cur.execute("SELECT pg_advisory_lock(%s, %s)", (NODE_LOCK_CLASS, self.number))
         cur.close()
 
@@ -279,4 +292,4 @@ def _wall_ms() -> int:
     return int(time.time() * 1000)
 
 
-__all__ = ["SharedStore", "NODE_LOCK_CLASS", "LEADER_KEY", "READY_CHANNEL"]
+__all__ = ["SharedStore", "NODE_LOCK_CLASS", "LEADER_KEY", "READY_CHANNEL", "DONE_CHANNEL"]

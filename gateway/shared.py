@@ -128,6 +128,8 @@ class SharedLink:
             while True:
                 await anyio.sleep(PROMOTE_MS / 1000)
                 now = time.monotonic() * 1000
+                if self.node.results.heap:
+                    self.node.results.expire()
                 if now - last_poll >= self.poll_ms:
                     last_poll = now
                     if not self.pending and self.node.demand():
@@ -219,7 +221,10 @@ class SharedLink:
                         self.leader = True
                         event(log, "leading the shared nodes", node=self.store.node)
                     for n in conn.notifies(timeout=LISTEN_WAIT_S):
-                        self._post(self._hint, n.payload)
+                        if n.channel == "jobgate_ready":
+                            self._post(self._hint, n.payload)
+                        else:   # jobgate_done: a result waiter here may be answered
+                            self._post(self.node.results.hint, n.payload)
                     conn.execute("SELECT 1")   # a dead session raises here
             except Exception as e:
                 if self.stopping:

@@ -19,7 +19,8 @@ import pytest
 from .bunqueue_support import BQ
 from .server_support import run_cli, serve_argv
 from .support import Server
-from .workq_support import WorkqRaw, add_cmd, complete_cmd, lease_frame, new_uid
+from .workq_support import (WorkqRaw, add_cmd, complete_cmd, lease_frame, new_uid,
+                            result_frame)
 
 
 @pytest.fixture
@@ -406,3 +407,29 @@ def test_terminated_connections_mid_load(nodes):
     assert b.proc.poll() is None
     _, err = b.stop()
     assert b"listener lost its session" in err   # the fault did happen, and was survived
+
+
+def test_result_waiters_wake_across_nodes(nodes):
+    """workq `result` and bunqueue WaitJob on node b, for jobs added, leased and finished on
+    node a: b's waiters answer when a's commit lands (the claim poll is a minute: only the
+    jobgate_done notification wakes them)."""
+    a, b = nodes(2)
+    wa, wb = WorkqRaw(a.workq_port), WorkqRaw(b.workq_port)
+    uid = new_uid()
+    assert wa.cmd(add_cmd(uid, "res", b"p", ttr=5000)) == b"+OK\r\n"
+    wb.send(b"result %s 10000\r\n" % uid.encode())
+    assert wa.cmd(b"lease res 1000\r\n") == lease_frame(uid, "res", 5000, b"p")
+    assert wa.cmd(complete_cmd(uid, b"the result")) == b"+OK\r\n"
+    assert wb.reply() == result_frame(uid, True, b"the result")
+    other = new_uid()   # no such job anywhere
+    assert wb.cmd(b"result %s 1000\r\n" % other.encode()) == b"-NOT-FOUND\r\n"
+
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    jid = qa.push("resq", {"n": 2})
+    qb.send({"cmd": "WaitJob", "id": jid, "timeout": 10000, "reqId": "w1"})
+    r = qa.pull("resq", timeout=1000)
+    assert r["job"]["id"] == jid
+    qa.ok("ACK", id=jid, result={"sum": 3})
+    got = qb.recv_reply("w1", 10)
+    assert got["ok"] is True and got["completed"] is True and got["result"] == {"sum": 3}
+    assert qb.call("WaitJob", id=jid, timeout=100)["completed"] is True   # read at once
