@@ -240,19 +240,6 @@ class Port(JobOps, FlowOps, WebhookOps, SettingsOps, DialectOps, FeedOps, Shared
         e = self._engine
         return [queue_view(e, e.queues[n]) for n in e.queue_order]
 
-    def priority_counts(self, queue: str, delayed: bool = True) -> dict:
-        """Ready (and, with `delayed`, delayed but not blocked) jobs of `queue` per rank."""
-        e = self._engine
-        q = e.queues.get(queue)
-        out: dict = {}
-        if q is None:
-            return out
-        for x in (q.ready + q.delayed) if delayed else q.ready:
-            j = x[3]
-            if j.hver == x[2] and not (j.ext is not None and j.ext.get("deps")):
-                out[j.priority] = out.get(j.priority, 0) + 1
-        return out
-
     # ------------------------------------------------------------- owners
     def new_owner(self, dialect: str, margin: bool = True, durable: bool = False,
                   ttr_ms: int = 0, name: str | None = None) -> Owner:

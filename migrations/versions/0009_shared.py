@@ -12,7 +12,7 @@ sequences and three partial indexes.
   nodes without a round trip per put.
 - Partial indexes (PostgreSQL): `jobs_claim (queue, priority, seq) WHERE state = 'ready'` for
   the claim query, `jobs_due (ready_at_ms) WHERE state = 'delayed'` for promoting due delayed
-  jobs, `jobs_held (node, lease_until_ms) WHERE state = 'reserved'` for the rescuer,
+  jobs, `jobs_held (lease_until_ms) WHERE state = 'reserved'` for the rescuer,
   `jobs_uid (uid)` for a node reading a job it does not hold by its uid (workq, bunqueue).
 
 Revision ID: 0009
@@ -39,7 +39,7 @@ def upgrade() -> None:
     op.execute("CREATE SEQUENCE jobgate_job_ids INCREMENT BY 1000000 MINVALUE 1 START WITH 1")
     op.execute("CREATE INDEX jobs_claim ON jobs (queue, priority, seq) WHERE state = 'ready'")
     op.execute("CREATE INDEX jobs_due ON jobs (ready_at_ms) WHERE state = 'delayed'")
-    op.execute("CREATE INDEX jobs_held ON jobs (node, lease_until_ms) WHERE state = 'reserved'")
+    op.execute("CREATE INDEX jobs_held ON jobs (lease_until_ms) WHERE state = 'reserved'")
     op.execute("CREATE INDEX jobs_uid ON jobs (uid) WHERE uid IS NOT NULL")
 
 
