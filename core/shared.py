@@ -67,6 +67,8 @@ class SharedNode:
         # the new one's (a tie would compare Job objects): each claim starts 2**16 higher
         self._hver = 1 << 32
         self.claimed = 0              # jobs claimed from it
+        self.fresh: list = []         # jobs claimed since the last commit (spill candidates)
+        self.held_back: dict = {}     # id -> job kept for a local result waiter (checked again)
 
     # ---------------------------------------------------------------- queries
     def query(self, fn, args: tuple, callback) -> None:
@@ -108,14 +110,22 @@ class SharedNode:
         self._check_ids()
         waiters = e.result_waiters
         j = e.journal
-        gone = []
-        for job in e.jobs.values():
-            if job.state is RESERVED or (waiters and job.id in waiters):
+        jobs = e.jobs
+        # only jobs changed since the last commit, or claimed since, can have left the
+        # reserved state: the others were spilled already or are still held
+        fresh, self.fresh = self.fresh, []
+        held, self.held_back = self.held_back, {}
+        gone = {}
+        for job in [*j.dirty.values(), *fresh, *held.values()]:
+            if job.state is RESERVED or jobs.get(job.id) is not job:
                 continue
-            gone.append(job)
+            if waiters and job.id in waiters:
+                self.held_back[job.id] = job   # spilled once its waiter is answered
+                continue
+            gone[job.id] = job
         if not gone:
             return
-        for job in gone:
+        for job in gone.values():
             q = e.queues[job.queue]
             e._leave(job, q)          # counts and heap entries (stale now); state kept
             del e.jobs[job.id]
@@ -229,6 +239,7 @@ class SharedNode:
             job.hver = self._hver
             self._hver += 1 << 16
             e._to_ready(job, q)
+            self.fresh.append(job)
             touched.append(q)
         self.claimed += len(touched)
         for q in touched:
