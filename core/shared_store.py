@@ -229,6 +229,27 @@ class SharedStore(Store):
         conn.commit()
         return n
 
+    def evict(self, conn, now_ms: int, limit: int = 1000) -> int:
+        """Delete the jobs whose TTL or result retention ended by `now_ms` (expires_at_ms)
+        and that nobody holds (a held job's own node evicts it after its lease), at most
+        `limit`, with a history row each and NOTIFY jobgate_done with their uids. Returns
+        how many."""
+        cur = conn.cursor()
+        cur.execute(
+            "WITH d AS (DELETE FROM jobs WHERE id IN (SELECT id FROM jobs "
+            "WHERE expires_at_ms <= %s AND state <> 'reserved' LIMIT %s "
+            "FOR UPDATE SKIP LOCKED) RETURNING id, queue, dialect, uid, priority, reserves, "
+            "length(payload) AS size), "
+            "h AS (INSERT INTO job_events (job_id, queue, dialect, event, at_ms, attempt, uid, "
+            "priority, payload_size) SELECT id, queue, dialect, 'ttl-evict', %s, reserves, uid, "
+            "priority, size FROM d) "
+            f"SELECT count(*), count(pg_notify('{DONE_CHANNEL}', uid)) FROM d",
+            (now_ms, limit, now_ms))
+        n = cur.fetchone()[0]
+        cur.close()
+        conn.commit()
+        return n
+
     def rescue(self, conn, now_ms: int) -> int:
         """Return to ready the reservations past their deadline (`now_ms`) held by nodes that
         are gone (their liveness lock is free), each exactly once (a conditional UPDATE).

@@ -433,3 +433,17 @@ def test_result_waiters_wake_across_nodes(nodes):
     got = qb.recv_reply("w1", 10)
     assert got["ok"] is True and got["completed"] is True and got["result"] == {"sum": 3}
     assert qb.call("WaitJob", id=jid, timeout=100)["completed"] is True   # read at once
+
+
+def test_ttl_eviction_in_the_database(nodes):
+    """A workq job whose TTL ends unleased is evicted by the leader, whichever node added it:
+    a lease on the other node then finds nothing, and its row is gone."""
+    a, b = nodes(2)
+    wa, wb = WorkqRaw(a.workq_port), WorkqRaw(b.workq_port)
+    uid = new_uid()
+    assert wa.cmd(add_cmd(uid, "ttlq", b"p", ttr=5000, ttl=800)) == b"+OK\r\n"
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and _cron_state(nodes.url, "ttlq")[0]:
+        time.sleep(0.1)
+    assert _cron_state(nodes.url, "ttlq")[0] == 0
+    assert wb.cmd(b"lease ttlq 200\r\n") == b"-TIMEOUT\r\n"
