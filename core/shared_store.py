@@ -59,6 +59,7 @@ class SharedStore(Store):
         self.first_block = 0
         self._join_conn = None
         self._batch = None
+        self._mine = ""
         ret = ", ".join(f"j.{c}" for c in _COLS)
         self._sql_claim = (
             "WITH w AS (SELECT * FROM unnest(%s::text[], %s::int[]) AS w(q, n)), "
@@ -123,6 +124,11 @@ class SharedStore(Store):
             (self._seq_key,))
         conn.commit()
         self._sql_read_seq = f"SELECT value FROM jobgate_meta WHERE key = '{self._seq_key}'"
+        # a row another node holds now (its reservation here expired and was rescued while
+        # this node was cut off) is never overwritten or deleted from here
+        self._mine = f" AND (node IS NULL OR node = '{self.node}')"
+        for name in ("_sql_move", "_sql_reservation", "_sql_result", "_sql_payload"):
+            setattr(self, name, getattr(self, name) + self._mine)
 
     def close(self) -> None:
         """Forget this node's commit mark row and release the shared lock and connections."""
@@ -172,7 +178,8 @@ class SharedStore(Store):
                 "node = CASE WHEN state = 'reserved' THEN %s END, "
                 "lease_until_ms = CASE WHEN state = 'reserved' "
                 "THEN COALESCE(lease_until_ms, %s + ttr_ms) END "
-                "WHERE id = ANY(%s) RETURNING queue, state, uid, result IS NOT NULL AS fin) "
+                f"WHERE id = ANY(%s){self._mine} "
+                "RETURNING queue, state, uid, result IS NOT NULL AS fin) "
                 f"SELECT count(pg_notify('{READY_CHANNEL}', q)) FROM "
                 "(SELECT DISTINCT queue AS q FROM u WHERE state = 'ready') s "
                 f"UNION ALL SELECT count(pg_notify('{DONE_CHANNEL}', uid)) FROM u "
@@ -184,7 +191,7 @@ class SharedStore(Store):
         on another node learns that the job is gone: core/shared_results.py)."""
         if ids:
             conn.exec_driver_sql(
-                "WITH d AS (DELETE FROM jobs WHERE id = ANY(%s) RETURNING uid) "
+                f"WITH d AS (DELETE FROM jobs WHERE id = ANY(%s){self._mine} RETURNING uid) "
                 f"SELECT count(pg_notify('{DONE_CHANNEL}', uid)) FROM d "
                 "WHERE uid IS NOT NULL", (ids,))
 
