@@ -447,3 +447,28 @@ def test_ttl_eviction_in_the_database(nodes):
         time.sleep(0.1)
     assert _cron_state(nodes.url, "ttlq")[0] == 0
     assert wb.cmd(b"lease ttlq 200\r\n") == b"-TIMEOUT\r\n"
+
+
+def test_job_reads_across_nodes(nodes):
+    """bunqueue GetJob / GetState / GetResult and workq `inspect job` on node b name jobs that
+    node a created and finished: answered from their rows."""
+    a, b = nodes(2)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    jid = qa.push("readq", {"n": 5})
+    assert qb.state(jid) == "waiting"
+    assert qb.ok("GetJob", id=jid)["job"]["data"] == {"n": 5}
+    r = qa.pull("readq", timeout=1000)
+    assert r["job"]["id"] == jid
+    assert qb.state(jid) == "active"
+    qa.ok("ACK", id=jid, result={"ok": 1})
+    deadline = time.monotonic() + 10
+    while qb.state(jid) != "completed" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert qb.state(jid) == "completed"
+    assert qb.ok("GetResult", id=jid)["result"] == {"ok": 1}
+    assert qb.state("0190a0a0-0000-7000-8000-000000000000") == "unknown"
+    wa, wb = WorkqRaw(a.workq_port), WorkqRaw(b.workq_port)
+    uid = new_uid()
+    assert wa.cmd(add_cmd(uid, "inspq", b"pl", ttr=5000)) == b"+OK\r\n"
+    assert wb.inspect_job(uid)["name"] == "inspq"
+    assert wb.inspect_job(new_uid()) is None

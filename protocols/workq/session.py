@@ -350,6 +350,12 @@ class Session:
         else:
             self._wake(R.result_reply(outcome.uid, outcome))
 
+    def _inspected(self, view) -> None:
+        if view is None or isinstance(view, Exception):
+            self._wake(R.NOT_FOUND)
+        else:
+            self._wake(R.jobs_reply([R.job_entry(view)]))
+
     # ---------------------------------------------------------------- inspect
     def _inspect(self, c):
         a = c.args
@@ -365,6 +371,9 @@ class Session:
             if n != 2 or c.flags:
                 return ARGS
             id = self._lookup(a[1], check_v4=False)
+            if id is R.NOT_FOUND and self.port.shared:   # its row answers (docs/scaling.md)
+                self.port.lookup_remote(parse_id(a[1])[0], self._inspected)
+                return WAIT
             if id.__class__ is bytes:
                 return id
             return R.jobs_reply([R.job_entry(self.port.job(id))])
