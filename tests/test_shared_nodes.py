@@ -483,3 +483,25 @@ def test_shared_mode_refuses_what_it_cannot_do(tmp_path, pg_url):
                            "--database-mode", "shared", "--durability", "memory"))
     assert r.returncode == 2 and b"durability" in r.stderr
 
+
+
+def test_shared_metrics(nodes, pg_url, tmp_path):
+    """A node with an http listener exposes its shared-mode counters on /metrics."""
+    import urllib.request
+
+    from .support import free_port
+    (a,) = nodes(1)
+    http = free_port()
+    cfg = tmp_path / "m.yaml"
+    cfg.write_text("database:\n  mode: shared\n")
+    b = Server(pg_url, extra=["--config", str(cfg), "--listen", f"http=127.0.0.1:{http}"])
+    try:
+        c = bean(a, "mq")
+        c.put(b"x")
+        j = bean(b, "mq").reserve(timeout=2)
+        assert j.body == b"x"
+        text = urllib.request.urlopen(f"http://127.0.0.1:{http}/metrics", timeout=5).read()
+        assert b"jobgate_shared_claimed_jobs_total 1.0" in text
+        assert b"jobgate_shared_leader" in text
+    finally:
+        b.stop()
