@@ -568,3 +568,13 @@ def test_shared_metrics(nodes, pg_url, tmp_path):
         assert b"jobgate_shared_leader" in text
     finally:
         b.stop()
+
+
+def test_pullb_takes_a_batch_claimed_from_the_database(nodes):
+    """bunqueue PULLB on node b with a timeout takes several jobs pushed on node a in one
+    reply (one claim brings the batch)."""
+    a, b = nodes(2)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    ids = [qa.push("pbq", {"i": i}) for i in range(5)]
+    r = qb.call("PULLB", queue="pbq", count=5, timeout=2000)
+    assert r["ok"] is True and [j["id"] for j in r["jobs"]] == ids
