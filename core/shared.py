@@ -24,8 +24,13 @@ from __future__ import annotations
 
 import msgpack
 
-from .model import RESERVED, TIMED_OUT
+from .model import BURIED, COMPLETED, DELAYED, READY, RESERVED, TIMED_OUT
 from .paging import compact_ids
+from .shared_results import RemoteWaits
+from .views import job_view
+
+#: the engine's state objects by their stored names
+_STATE = {x: x for x in (BURIED, COMPLETED, DELAYED, READY, RESERVED)}
 
 #: ids a node hands out from one block of sequence jobgate_job_ids (migration 0009)
 ID_BLOCK = 1_000_000
@@ -49,10 +54,12 @@ class SharedNode:
         self.node = node
         self.probes: list = []        # waiters that answer TIMED_OUT after the next claim round
         self.in_round: list = []      # probes the claim running now answers for
+        self.more: dict = {}          # queue -> extra jobs batch reserves asked for
         self.on_demand = None
         self.on_ids = None
         self.on_query = None          # gateway: on_query(fn, args, callback), see query()
         self.settling: list = []      # (commit mark, fn, args, callback): query_settled()
+        self.results = RemoteWaits(self)   # result waits for jobs not here (shared_results)
         self.block_end = 0            # the end (exclusive) of the current id block
         self.next_block = 0           # the start of the next block, 0 while not fetched
         self.asking_ids = False
@@ -62,6 +69,8 @@ class SharedNode:
         # the new one's (a tie would compare Job objects): each claim starts 2**16 higher
         self._hver = 1 << 32
         self.claimed = 0              # jobs claimed from it
+        self.fresh: list = []         # jobs claimed since the last commit (spill candidates)
+        self.held_back: dict = {}     # id -> job kept for a local result waiter (checked again)
 
     # ---------------------------------------------------------------- queries
     def query(self, fn, args: tuple, callback) -> None:
@@ -128,14 +137,22 @@ class SharedNode:
         self._check_ids()
         waiters = e.result_waiters
         j = e.journal
-        gone = []
-        for job in e.jobs.values():
-            if job.state is RESERVED or (waiters and job.id in waiters):
+        jobs = e.jobs
+        # only jobs changed since the last commit, or claimed since, can have left the
+        # reserved state: the others were spilled already or are still held
+        fresh, self.fresh = self.fresh, []
+        held, self.held_back = self.held_back, {}
+        gone = {}
+        for job in [*j.dirty.values(), *fresh, *held.values()]:
+            if job.state is RESERVED or jobs.get(job.id) is not job:
                 continue
-            gone.append(job)
+            if waiters and job.id in waiters:
+                self.held_back[job.id] = job   # spilled once its waiter is answered
+                continue
+            gone[job.id] = job
         if not gone:
             return
-        for job in gone:
+        for job in gone.values():
             q = e.queues[job.queue]
             e._leave(job, q)          # counts and heap entries (stale now); state kept
             del e.jobs[job.id]
@@ -152,15 +169,22 @@ class SharedNode:
 
     # ---------------------------------------------------------------- claim
     def demand(self) -> dict:
-        """queue name -> how many jobs to claim for it: its waiting reservers (at most
-        CLAIM_MAX), for the queues that are not paused here."""
+        """queue name -> how many jobs to claim for it: its waiting reservers plus what batch
+        reserves asked for (want_more), at most CLAIM_MAX, for the queues not paused here."""
         e = self.e
         now = e.clock.monotonic_ms()
         out = {}
+        more = self.more
         for name, q in e.queues.items():
             if q.waiting and q.paused_until <= now:
-                out[name] = min(q.waiting, CLAIM_MAX)
+                out[name] = min(q.waiting + more.get(name, 0), CLAIM_MAX)
         return out
+
+    def want_more(self, queues: list, n: int) -> None:
+        """A waiting batch reserve (bunqueue PULLB) will take `n` more jobs of `queues` than
+        one when it wakes: the next claim round brings them (then forgotten)."""
+        for name in queues:
+            self.more[name] = self.more.get(name, 0) + n
 
     def wait_started(self) -> None:
         """A reserver started waiting here (the port calls it): claim soon."""
@@ -178,7 +202,9 @@ class SharedNode:
         answered by this round (end_probes), later ones by the next."""
         self.in_round += self.probes
         self.probes = []
-        return self.demand()
+        d = self.demand()
+        self.more = {}
+        return d
 
     def end_probes(self) -> None:
         """After a claim round: every probe it answered for that is still waiting times out."""
@@ -191,6 +217,39 @@ class SharedNode:
                 e._finish_waiter(w)
                 w.callback(TIMED_OUT)
 
+    def _job_of(self, r: dict):
+        """A Job (core.records) made from jobs row `r`, indexed nowhere; its state is the
+        row's, its times monotonic as the engine keeps them."""
+        e = self.e
+        job = e.new_job(r["id"], r["queue"], bytes(r["payload"]), r["priority"],
+                        r["ttr_ms"], r["delay_ms"], r["created_ms"], r["dialect"], r["uid"])
+        job.reserves = r["reserves"]
+        for name in ("timeouts", "releases", "buries", "kicks", "fails", "ttl_ms",
+                     "max_attempts", "max_fails", "sched_ms"):
+            v = r[name]
+            if v:
+                setattr(job, name, v)
+        if r["payload_fmt"]:
+            job.fmt = r["payload_fmt"]
+        if r["extras"] is not None:
+            job.ext = msgpack.unpackb(bytes(r["extras"]), raw=False, strict_map_key=False)
+        if r["result"] is not None:
+            job.result = bytes(r["result"])
+            job.result_ok = bool(r["result_ok"])
+        job.state = _STATE.get(r["state"], r["state"])
+        return job
+
+    def view_of(self, r: dict):
+        """A JobView (core.model) of jobs row `r` as it is in the database (for a job that
+        is not here: results, peeks); a reserved or delayed one shows no time left."""
+        job = self._job_of(r)
+        st = job.state
+        if st is RESERVED or st is DELAYED:
+            job.state = READY          # its deadline is another node's: none shown here
+            v = job_view(self.e, job)
+            return v._replace(state=st)
+        return job_view(self.e, job)
+
     def load(self, rows: list) -> None:
         """Index claimed rows (dicts of jobs columns, reserved for this node in the database)
         as ready jobs here and serve the waiting reservers; then end the probes. A row whose
@@ -202,18 +261,8 @@ class SharedNode:
         for r in rows:
             if r["id"] in e.jobs:
                 continue
-            job = e.new_job(r["id"], r["queue"], bytes(r["payload"]), r["priority"],
-                            r["ttr_ms"], r["delay_ms"], r["created_ms"], r["dialect"], r["uid"])
+            job = self._job_of(r)
             job.reserves = max(0, r["reserves"] - 1)   # the local reserve counts it again
-            for name in ("timeouts", "releases", "buries", "kicks", "fails", "ttl_ms",
-                         "max_attempts", "max_fails", "sched_ms"):
-                v = r[name]
-                if v:
-                    setattr(job, name, v)
-            if r["payload_fmt"]:
-                job.fmt = r["payload_fmt"]
-            if r["extras"] is not None:
-                job.ext = msgpack.unpackb(bytes(r["extras"]), raw=False, strict_map_key=False)
             job.in_db = 1
             e.jobs[job.id] = job
             if job.uid is not None:
@@ -226,6 +275,7 @@ class SharedNode:
             job.hver = self._hver
             self._hver += 1 << 16
             e._to_ready(job, q)
+            self.fresh.append(job)
             touched.append(q)
         self.claimed += len(touched)
         for q in touched:

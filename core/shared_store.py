@@ -28,6 +28,7 @@ from contextlib import contextmanager
 
 from . import schema
 from .shared import ID_BLOCK
+from .shared_results import DONE_CHANNEL
 from .storage import Store
 from .storage_upkeep import PG_LOCK_KEY
 from .store_port import StoreLocked
@@ -59,6 +60,7 @@ class SharedStore(Store):
         self.first_block = 0
         self._join_conn = None
         self._batch = None
+        self._mine = ""
         ret = ", ".join(f"j.{c}" for c in _COLS)
         self._sql_claim = (
             "WITH w AS (SELECT * FROM unnest(%s::text[], %s::int[]) AS w(q, n) "
@@ -126,6 +128,11 @@ class SharedStore(Store):
             (self._seq_key,))
         conn.commit()
         self._sql_read_seq = f"SELECT value FROM jobgate_meta WHERE key = '{self._seq_key}'"
+        # a row another node holds now (its reservation here expired and was rescued while
+        # this node was cut off) is never overwritten or deleted from here
+        self._mine = f" AND (node IS NULL OR node = '{self.node}')"
+        for name in ("_sql_move", "_sql_reservation", "_sql_result", "_sql_payload"):
+            setattr(self, name, getattr(self, name) + self._mine)
 
     def close(self) -> None:
         """Forget this node's commit mark row and release the shared lock and connections."""
@@ -150,7 +157,16 @@ class SharedStore(Store):
         transaction."""
         self._batch = batch
         try:
-            super().write(batch, verify)
+            if verify or self._seq_base is None:
+                super().write(batch, verify)   # reads its commit mark back: one at a time
+                return
+            raw = self._wconn
+            if raw is None:
+                raw = self._wconn = self.engine.raw_connection()
+            # psycopg 3 pipeline mode: the batch's statements go out without waiting for
+            # each other's answers, one round trip to the commit instead of one per statement
+            with raw.driver_connection.pipeline():
+                super().write(batch, verify)
         finally:
             self._batch = None
 
@@ -175,10 +191,22 @@ class SharedStore(Store):
                 "node = CASE WHEN state = 'reserved' THEN %s END, "
                 "lease_until_ms = CASE WHEN state = 'reserved' "
                 "THEN COALESCE(lease_until_ms, %s + ttr_ms) END "
-                "WHERE id = ANY(%s) RETURNING queue, state) "
-                f"SELECT pg_notify('{READY_CHANNEL}', q) FROM "
-                "(SELECT DISTINCT queue AS q FROM u WHERE state = 'ready') s",
+                f"WHERE id = ANY(%s){self._mine} "
+                "RETURNING queue, state, uid, result IS NOT NULL AS fin) "
+                f"SELECT count(pg_notify('{READY_CHANNEL}', q)) FROM "
+                "(SELECT DISTINCT queue AS q FROM u WHERE state = 'ready') s "
+                f"UNION ALL SELECT count(pg_notify('{DONE_CHANNEL}', uid)) FROM u "
+                "WHERE fin AND uid IS NOT NULL",
                 (self.node, _wall_ms(), ids))
+
+    def delete_jobs(self, conn, ids: list) -> None:
+        """Remove deleted jobs' rows and NOTIFY jobgate_done with each uid (a result waiter
+        on another node learns that the job is gone: core/shared_results.py)."""
+        if ids:
+            conn.exec_driver_sql(
+                f"WITH d AS (DELETE FROM jobs WHERE id = ANY(%s){self._mine} RETURNING uid) "
+                f"SELECT count(pg_notify('{DONE_CHANNEL}', uid)) FROM d "
+                "WHERE uid IS NOT NULL", (ids,))
 
     # ---------------------------------------------------------- node's reads
     def claim(self, conn, demand: dict, now_ms: int) -> list:
@@ -222,6 +250,27 @@ class SharedStore(Store):
         conn.commit()
         return n
 
+    def evict(self, conn, now_ms: int, limit: int = 1000) -> int:
+        """Delete the jobs whose TTL or result retention ended by `now_ms` (expires_at_ms)
+        and that nobody holds (a held job's own node evicts it after its lease), at most
+        `limit`, with a history row each and NOTIFY jobgate_done with their uids. Returns
+        how many."""
+        cur = conn.cursor()
+        cur.execute(
+            "WITH d AS (DELETE FROM jobs WHERE id IN (SELECT id FROM jobs "
+            "WHERE expires_at_ms <= %s AND state <> 'reserved' LIMIT %s "
+            "FOR UPDATE SKIP LOCKED) RETURNING id, queue, dialect, uid, priority, reserves, "
+            "length(payload) AS size), "
+            "h AS (INSERT INTO job_events (job_id, queue, dialect, event, at_ms, attempt, uid, "
+            "priority, payload_size) SELECT id, queue, dialect, 'ttl-evict', %s, reserves, uid, "
+            "priority, size FROM d) "
+            f"SELECT count(*), count(pg_notify('{DONE_CHANNEL}', uid)) FROM d",
+            (now_ms, limit, now_ms))
+        n = cur.fetchone()[0]
+        cur.close()
+        conn.commit()
+        return n
+
     def rescue(self, conn, now_ms: int) -> int:
         """Return to ready the reservations past their deadline (`now_ms`) held by nodes that
         are gone (their liveness lock is free), each exactly once (a conditional UPDATE).
@@ -255,10 +304,11 @@ class SharedStore(Store):
 
     # ------------------------------------------------------------ listener
     def listen(self, conn) -> None:
-        """On the listener session `conn` (autocommit): LISTEN for ready jobs and hold this
-        node's liveness lock for as long as the session lives."""
+        """On the listener session `conn` (autocommit): LISTEN for ready jobs and finished
+        ones, and hold this node's liveness lock for as long as the session lives."""
         cur = conn.cursor()
         cur.execute(f"LISTEN {READY_CHANNEL}")
+        cur.execute(f"LISTEN {DONE_CHANNEL}")
         cur.execute("SELECT pg_advisory_lock(%s, %s)", (NODE_LOCK_CLASS, self.number))
         cur.close()
 
@@ -284,4 +334,4 @@ def _wall_ms() -> int:
     return int(time.time() * 1000)
 
 
-__all__ = ["SharedStore", "NODE_LOCK_CLASS", "LEADER_KEY", "READY_CHANNEL"]
+__all__ = ["SharedStore", "NODE_LOCK_CLASS", "LEADER_KEY", "READY_CHANNEL", "DONE_CHANNEL"]

@@ -5,8 +5,10 @@ processes on one PostgreSQL.
 
 - **a claim thread** with a connection of its own, which runs the statements the node needs in
   order: claims for the reservers waiting here (core.shared.SharedNode.demand), new id blocks,
-  and, while this node leads, promotions of due delayed jobs and the rescue of dead nodes'
-  expired reservations (core/shared_store.py);
+  and, while this node leads, promotions of due delayed jobs, evictions of expired ones (TTL,
+  result retention), the cron schedules' due runs
+  (core/shared_cron.py) and the rescue of dead nodes' expired reservations
+  (core/shared_store.py);
 - **a listener thread** on one more session: `LISTEN jobgate_ready` (a NOTIFY names a queue
   that got a ready job: when reservers wait for it here, a claim runs), the node's liveness
   lock, and the leader lock, tried every second while another node leads;
@@ -27,6 +29,8 @@ import time
 
 import anyio
 
+from core.api import ID_BLOCK, fire_due
+
 from .logs import event
 
 log = logging.getLogger("jobgate.shared")
@@ -37,6 +41,8 @@ PROMOTE_MS = 100
 RESCUE_MS = 1000
 #: s before a lost connection is replaced
 RECONNECT_S = 0.5
+#: the most cron runs the leader fires in one round (every PROMOTE_MS)
+CRON_IDS = 64
 #: s the listener waits for a notification before it tries the leader lock again
 LISTEN_WAIT_S = 1.0
 
@@ -64,7 +70,9 @@ class SharedLink:
         self.leader = False
         self.stopping = False
         self.claims = self.claimed = self.notified = self.promoted = self.rescued = 0
+        self.evicted = 0
         self._threads: list = []
+        self._cron_next = self._cron_end = 0   # the leader's ids for cron runs (claim thread)
 
     # ------------------------------------------------------------- on the loop
     def want(self) -> None:
@@ -122,6 +130,8 @@ class SharedLink:
             while True:
                 await anyio.sleep(PROMOTE_MS / 1000)
                 now = time.monotonic() * 1000
+                if self.node.results.heap:
+                    self.node.results.expire()
                 if now - last_poll >= self.poll_ms:
                     last_poll = now
                     if not self.pending and self.node.demand():
@@ -130,6 +140,7 @@ class SharedLink:
                     if now - last_promote >= PROMOTE_MS:
                         last_promote = now
                         self.tasks.put(("promote", None))
+                        self.tasks.put(("cron", None))
                     if now - last_rescue >= RESCUE_MS:
                         last_rescue = now
                         self.tasks.put(("rescue", None))
@@ -160,6 +171,13 @@ class SharedLink:
                 elif kind == "promote":
                     self.promoted += self.store.promote(conn, now)
                     self.port.end_pauses(conn, now)   # pauses across nodes that ran out
+                    self.evicted += self.store.evict(conn, now)
+                elif kind == "cron":
+                    if self._cron_next + CRON_IDS > self._cron_end:
+                        self._cron_next = self.store.next_block(conn)
+                        self._cron_end = self._cron_next + ID_BLOCK
+                    self._cron_next += fire_due(conn, now, range(self._cron_next,
+                                                                 self._cron_next + CRON_IDS))
                 elif kind == "call":
                     fn, args, callback = arg
                     self._post(callback, fn(conn, *args))
@@ -207,7 +225,10 @@ class SharedLink:
                         self.leader = True
                         event(log, "leading the shared nodes", node=self.store.node)
                     for n in conn.notifies(timeout=LISTEN_WAIT_S):
-                        self._post(self._hint, n.payload)
+                        if n.channel == "jobgate_ready":
+                            self._post(self._hint, n.payload)
+                        else:   # jobgate_done: a result waiter here may be answered
+                            self._post(self.node.results.hint, n.payload)
                     conn.execute("SELECT 1")   # a dead session raises here
             except Exception as e:
                 if self.stopping:
