@@ -104,7 +104,7 @@ def job(conn, id: int, now_ms: int) -> JobView | None:
 
 #: peek-ready / peek-delayed / peek-buried: the order each takes its first job in. The
 #: database keeps no bury time: the buried job put first (seq) stands for the oldest buried.
-_TOP = {READY: "ORDER BY priority, seq, id", DELAYED: "ORDER BY ready_at_ms, id",
+_TOP = {READY: "ORDER BY priority, seq", DELAYED: "ORDER BY ready_at_ms, id",
         BURIED: "ORDER BY seq, id"}
 
 
