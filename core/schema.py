@@ -132,7 +132,6 @@ queue_pauses = sa.Table(
     sa.Column("queue", sa.String(256), primary_key=True),
     sa.Column("until_ms", sa.BigInteger, nullable=False),
     sa.Column("pause_ms", sa.BigInteger, nullable=False),
-    sa.Column("pauses", sa.BigInteger, nullable=False, server_default="0"),
 )
 
 #: The keyed record tables, by name: table -> its key column (StorePort.write `records`).

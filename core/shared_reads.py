@@ -64,24 +64,40 @@ def counts(conn, node: str, queue: str | None, now_ms: int) -> tuple:
     by `node` (this node counts those itself), and the pauses in force at `now_ms`.
 
     Returns (rows, pauses): rows [(queue, state, jobs, urgent)] (urgent: ready jobs with rank
-    below URGENT_RANK); pauses {queue: (until_ms, pause_ms)}. Reads the whole jobs table
-    (one sequential scan) for the server-wide form."""
+    below URGENT_RANK, on the ready row); pauses {queue: (until_ms, pause_ms)}. The
+    server-wide form reads the whole jobs table (one sequential scan); the form for one queue
+    counts each state beanstalk shows through its partial index (jobs_claim, jobs_due,
+    jobs_held, jobs_buried) and leaves out completed jobs (beanstalk does not see them)."""
     def go(cur):
-        where = "WHERE node IS DISTINCT FROM %s"
-        args: tuple = (URGENT_RANK, node)
-        pw, pargs = "WHERE until_ms > %s", (now_ms,)
-        if queue is not None:
-            where += " AND queue = %s"
-            args += (queue,)
-            pw += " AND queue = %s"
-            pargs += (queue,)
-        cur.execute("SELECT queue, state, count(*), count(*) FILTER (WHERE state = 'ready' "
-                    f"AND priority < %s) FROM jobs {where} GROUP BY queue, state", args)
-        rows = [(q, _STATES.get(s, s), n, u) for q, s, n, u in cur.fetchall()]
-        cur.execute(f"SELECT queue, until_ms, pause_ms FROM queue_pauses {pw}", pargs)
+        if queue is None:
+            cur.execute("SELECT queue, state, count(*), count(*) FILTER (WHERE state = "
+                        "'ready' AND priority < %s) FROM jobs WHERE node IS DISTINCT FROM %s "
+                        "GROUP BY queue, state", (URGENT_RANK, node))
+            rows = [(q, _STATES.get(s, s), n, u) for q, s, n, u in cur.fetchall()]
+            cur.execute("SELECT queue, until_ms, pause_ms FROM queue_pauses "
+                        "WHERE until_ms > %s", (now_ms,))
+        else:
+            cur.execute(_ONE_QUEUE, (queue, queue, node, queue, URGENT_RANK, queue))
+            ready, urgent, delayed, reserved, buried = cur.fetchone()
+            rows = [(queue, st, n, urgent if st is READY else 0)
+                    for st, n in ((READY, ready), (DELAYED, delayed), (RESERVED, reserved),
+                                  (BURIED, buried)) if n]
+            cur.execute("SELECT queue, until_ms, pause_ms FROM queue_pauses "
+                        "WHERE until_ms > %s AND queue = %s", (now_ms, queue))
         pauses = {q: (u, p) for q, u, p in cur.fetchall()}
         return rows, pauses
     return _run(conn, go)
+
+
+#: the counts of one queue, one state at a time so that each is a scan of its partial index
+_ONE_QUEUE = (
+    "SELECT r.n, r.u, "
+    "(SELECT count(*) FROM jobs WHERE queue = %s AND state = 'delayed'), "
+    "(SELECT count(*) FROM jobs WHERE queue = %s AND state = 'reserved' "
+    "AND node IS DISTINCT FROM %s), "
+    "(SELECT count(*) FROM jobs WHERE queue = %s AND state = 'buried') "
+    "FROM (SELECT count(*) AS n, count(*) FILTER (WHERE priority < %s) AS u FROM jobs "
+    "WHERE queue = %s AND state = 'ready') r")
 
 
 def queue_names(conn, now_ms: int) -> list:
@@ -105,7 +121,7 @@ def job(conn, id: int, now_ms: int) -> JobView | None:
 #: peek-ready / peek-delayed / peek-buried: the order each takes its first job in. The
 #: database keeps no bury time: the buried job put first (seq) stands for the oldest buried.
 _TOP = {READY: "ORDER BY priority, seq", DELAYED: "ORDER BY ready_at_ms, id",
-        BURIED: "ORDER BY seq, id"}
+        BURIED: "ORDER BY seq"}
 
 
 def top(conn, queue: str, state: str, now_ms: int) -> JobView | None:
@@ -179,7 +195,7 @@ def kick(conn, queue: str, bound: int, dialect: str, now_ms: int, history: bool)
 
     def go(cur):
         n = _kick_rows(cur, "SELECT id FROM jobs WHERE queue = %s AND state = 'buried' "
-                       "ORDER BY seq, id LIMIT %s FOR UPDATE SKIP LOCKED", (queue, bound),
+                       "ORDER BY seq LIMIT %s FOR UPDATE SKIP LOCKED", (queue, bound),
                        dialect, now_ms, history)
         if n:
             return n
