@@ -52,7 +52,7 @@ JOB_ID = {"job": None, "peek": None, "check_lease": NOT_ACTIVE, "renew": False,
           "progress_event": False}
 OWNER_JOB = {"reserve_job": None, "release": False, "bury": False, "touch": False,
              "delete": False}
-UID = ("find", "lookup", "wait_result_uid", "lookup_remote")
+UID = ("find", "lookup", "wait_result_uid", "lookup_remote", "remove_remote")
 LISTING = ("queue_names", "queue_views", "subscribe", "count_events", "observe",
            "failed_counts", "add_webhook",
            "remove_webhook", "set_webhook_enabled", "webhook", "webhooks", "cron_get",
@@ -127,6 +127,17 @@ class ScopedPort:
     def lookup_remote(self, uid, callback) -> None:
         """Port.lookup_remote; a job of a disallowed queue is answered as no such job."""
         self.base.lookup_remote(uid, self._filtered(callback))
+
+    def remove_remote(self, uid, callback) -> None:
+        """Port.remove_remote, only for a job of an allowed queue (else answered False)."""
+        def checked(v):
+            if v is None or isinstance(v, Exception):
+                callback(False if v is None else v)
+            elif not self._allows(v.queue):
+                callback(False)
+            else:
+                self.base.remove_remote(uid, callback)
+        self.base.lookup_remote(uid, checked)
 
     def queue_names(self) -> list:
         """Port.queue_names, allowed queues only."""

@@ -56,3 +56,10 @@ class SharedOps:
         def got(row) -> None:
             callback(row if row is None or isinstance(row, Exception) else node.view_of(row))
         node.query(job_row, (uid,), got)
+
+    def remove_remote(self, uid: str, callback) -> None:
+        """Shared mode, workq `delete` of a job this node does not hold: delete its row
+        whatever its state; `callback` later gets True (deleted), False (no such job) or an
+        Exception (the database failed). Raises AttributeError in single-node mode."""
+        from .shared_results import delete_by_uid
+        self._engine.shared.query(delete_by_uid, (uid,), callback)

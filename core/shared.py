@@ -49,6 +49,9 @@ class SharedNode:
     `on_ids()` when the id block runs low (the gateway fetches the next with `set_block`).
     """
 
+    #: ids in one block of sequence jobgate_job_ids
+    block_size = ID_BLOCK
+
     def __init__(self, engine, node: str) -> None:
         self.e = engine
         self.node = node

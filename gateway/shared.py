@@ -29,7 +29,7 @@ import time
 
 import anyio
 
-from core.api import ID_BLOCK, fire_due
+from core.api import fire_due
 
 from .logs import event
 
@@ -175,7 +175,7 @@ class SharedLink:
                 elif kind == "cron":
                     if self._cron_next + CRON_IDS > self._cron_end:
                         self._cron_next = self.store.next_block(conn)
-                        self._cron_end = self._cron_next + ID_BLOCK
+                        self._cron_end = self._cron_next + self.node.block_size
                     self._cron_next += fire_due(conn, now, range(self._cron_next,
                                                                  self._cron_next + CRON_IDS))
                 elif kind == "call":

@@ -578,3 +578,13 @@ def test_pullb_takes_a_batch_claimed_from_the_database(nodes):
     ids = [qa.push("pbq", {"i": i}) for i in range(5)]
     r = qb.call("PULLB", queue="pbq", count=5, timeout=2000)
     assert r["ok"] is True and [j["id"] for j in r["jobs"]] == ids
+
+
+def test_workq_delete_across_nodes(nodes):
+    a, b = nodes(2)
+    wa, wb = WorkqRaw(a.workq_port), WorkqRaw(b.workq_port)
+    uid = new_uid()
+    assert wa.cmd(add_cmd(uid, "delq", b"p", ttr=5000)) == b"+OK\r\n"
+    assert wb.cmd(b"delete %s\r\n" % uid.encode()) == b"+OK\r\n"
+    assert wa.cmd(b"lease delq 300\r\n") == b"-TIMEOUT\r\n"
+    assert wb.cmd(b"delete %s\r\n" % uid.encode()) == b"-NOT-FOUND\r\n"

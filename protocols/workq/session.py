@@ -313,10 +313,16 @@ class Session:
         if not u[1] and id is None:   # the reference ignores this error: +OK, nothing deleted
             return R.OK
         if id is None:
+            if e.shared:   # not on this node: delete its row (docs/scaling.md)
+                e.remove_remote(u[0], self._removed)
+                return WAIT
             return R.NOT_FOUND
         e.remove(id, "workq")
         self.need_commit = True
         return R.OK
+
+    def _removed(self, ok) -> None:
+        self._wake(R.OK if ok is True else R.NOT_FOUND)
 
     def _result(self, c):
         if c.flags:
