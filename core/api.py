@@ -36,7 +36,7 @@ from .port_flows import FlowOps
 from .port_global import GlobalOps
 from .port_jobs import JobOps
 from .port_settings import SettingsOps
-from .port_shared import SharedOps, fire_due, open_shared_store
+from .port_shared import PROBE_MS, SharedOps, fire_due, open_shared_store
 from .port_webhooks import WebhookOps
 from .transitions import IllegalTransition
 from .views import adapter, queue_view, reserved, server_stats
@@ -337,7 +337,7 @@ class Port(JobOps, FlowOps, WebhookOps, SettingsOps, DialectOps, FeedOps, Shared
             if batch > 1:
                 e.shared.want_more(queues, batch - 1)
             if r is TIMED_OUT:     # one claim round first (core/shared.py, probes)
-                e.shared.probe(e.reserve(o, queues, None, owner._adapter, mode))
+                e.shared.probe(e.reserve(o, queues, PROBE_MS, owner._adapter, mode))
                 return WAITING
             if r is not DEADLINE_SOON:
                 e.shared.wait_started()

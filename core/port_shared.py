@@ -2,6 +2,10 @@
 the other port_*.py: whether this engine is a node in shared mode, and making it one."""
 from __future__ import annotations
 
+#: ms a probe (a reserve that must not wait, in shared mode) waits for its claim round at
+#: most: a claim thread stuck on a dead connection does not hold the client longer
+PROBE_MS = 2000
+
 
 def open_shared_store(url: str):
     """The SQL store of a node in shared mode (core.shared_store.SharedStore) for PostgreSQL

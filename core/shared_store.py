@@ -26,6 +26,8 @@ import os
 import time
 from contextlib import contextmanager
 
+import sqlalchemy as sa
+
 from . import schema
 from .shared import ID_BLOCK
 from .shared_results import DONE_CHANNEL
@@ -68,7 +70,8 @@ class SharedStore(Store):
             "WHERE NOT EXISTS (SELECT 1 FROM queue_pauses p WHERE p.queue = w.q "
             "AND p.until_ms > %s)), "
             "c AS (SELECT x.id FROM w CROSS JOIN LATERAL (SELECT id FROM jobs "
-            "WHERE queue = w.q AND state = 'ready' ORDER BY priority, seq LIMIT w.n "
+            "WHERE queue = w.q AND state = 'ready' AND node IS NULL "
+            "ORDER BY priority, seq LIMIT w.n "
             "FOR UPDATE SKIP LOCKED) x) "
             "UPDATE jobs j SET state = 'reserved', node = %s, reserves = j.reserves + 1, "
             "lease_until_ms = %s + j.ttr_ms FROM c WHERE j.id = c.id "
@@ -122,7 +125,7 @@ class SharedStore(Store):
         self.first_block = start
         self.number = (start // ID_BLOCK) & 0x7FFFFFFF
         self.node = f"{os.uname().nodename}:{os.getpid()}:{self.number}"
-        self._seq_key = f"commit_seq:{self.node}"[:64]
+        self._seq_key = f"commit_seq:{self.number}"   # the node number is unique
         conn.exec_driver_sql(
             "INSERT INTO jobgate_meta (key, value) VALUES (%s, 0) ON CONFLICT (key) DO NOTHING",
             (self._seq_key,))
@@ -165,8 +168,21 @@ class SharedStore(Store):
                 raw = self._wconn = self.engine.raw_connection()
             # psycopg 3 pipeline mode: the batch's statements go out without waiting for
             # each other's answers, one round trip to the commit instead of one per statement
-            with raw.driver_connection.pipeline():
-                super().write(batch, verify)
+            try:
+                with raw.driver_connection.pipeline():
+                    super().write(batch, verify)
+            except sa.exc.SQLAlchemyError:
+                raise
+            except Exception as e:   # the pipeline's own sync failed (Store.write's contract)
+                self._wconn = None
+                try:
+                    raw.invalidate()
+                except Exception:  # pragma: no cover - gone anyway
+                    pass
+                base = self.engine.dialect.loaded_dbapi.Error
+                if isinstance(e, base):
+                    raise sa.exc.DBAPIError.instance(None, None, e, base) from e
+                raise
         finally:
             self._batch = None
 
@@ -187,17 +203,18 @@ class SharedStore(Store):
         ids += [r[-1] for r in b.results]
         if ids:
             conn.exec_driver_sql(
-                "WITH u AS (UPDATE jobs SET "
-                "node = CASE WHEN state = 'reserved' THEN %s END, "
-                "lease_until_ms = CASE WHEN state = 'reserved' "
-                "THEN COALESCE(lease_until_ms, %s + ttr_ms) END "
+                "WITH l AS (SELECT * FROM unnest(%s::bigint[], %s::bigint[]) AS l(id, until)), "
+                "u AS (UPDATE jobs SET "
+                "node = CASE WHEN state = 'reserved' OR id = ANY(%s) THEN %s END, "
+                "lease_until_ms = CASE WHEN state = 'reserved' THEN COALESCE("
+                "(SELECT until FROM l WHERE l.id = jobs.id), lease_until_ms, %s + ttr_ms) END "
                 f"WHERE id = ANY(%s){self._mine} "
-                "RETURNING queue, state, uid, result IS NOT NULL AS fin) "
+                "RETURNING queue, state, uid, result IS NOT NULL AS fin, node) "
                 f"SELECT count(pg_notify('{READY_CHANNEL}', q)) FROM "
-                "(SELECT DISTINCT queue AS q FROM u WHERE state = 'ready') s "
+                "(SELECT DISTINCT queue AS q FROM u WHERE state = 'ready' AND node IS NULL) s "
                 f"UNION ALL SELECT count(pg_notify('{DONE_CHANNEL}', uid)) FROM u "
                 "WHERE fin AND uid IS NOT NULL",
-                (self.node, _wall_ms(), ids))
+                (list(b.leases[0]), list(b.leases[1]), b.held, self.node, _wall_ms(), ids))
 
     def delete_jobs(self, conn, ids: list) -> None:
         """Remove deleted jobs' rows and NOTIFY jobgate_done with each uid (a result waiter
@@ -250,6 +267,23 @@ class SharedStore(Store):
         conn.commit()
         return n
 
+    def sweep(self, conn, now_ms: int, held: list) -> int:
+        """Return to ready this node's reserved rows past their deadline that it does not
+        have in memory (`held`: the ids it has): a claim whose commit went through but whose
+        answer was lost. Returns how many."""
+        cur = conn.cursor()
+        cur.execute(
+            "WITH u AS (UPDATE jobs SET state = 'ready', node = NULL, lease_token = NULL, "
+            "lease_owner = NULL, lease_until_ms = NULL WHERE state = 'reserved' AND node = %s "
+            "AND lease_until_ms < %s AND NOT (id = ANY(%s)) RETURNING queue) "
+            f"SELECT COALESCE(sum(c), 0)::bigint, count(pg_notify('{READY_CHANNEL}', q)) "
+            "FROM (SELECT queue AS q, count(*) AS c FROM u GROUP BY queue) s",
+            (self.node, now_ms, held))
+        n = cur.fetchone()[0]
+        cur.close()
+        conn.commit()
+        return n
+
     def evict(self, conn, now_ms: int, limit: int = 1000) -> int:
         """Delete the jobs whose TTL or result retention ended by `now_ms` (expires_at_ms)
         and that nobody holds (a held job's own node evicts it after its lease), at most
@@ -276,11 +310,19 @@ class SharedStore(Store):
         are gone (their liveness lock is free), each exactly once (a conditional UPDATE).
         Returns how many jobs."""
         cur = conn.cursor()
+        # reserved rows a single-node server stored (no node: their holder is gone)
+        cur.execute(
+            "WITH u AS (UPDATE jobs SET state = 'ready', lease_token = NULL, lease_owner = NULL, "
+            "lease_until_ms = NULL WHERE state = 'reserved' AND node IS NULL AND "
+            "(lease_until_ms IS NULL OR lease_until_ms < %s) RETURNING queue) "
+            f"SELECT COALESCE(sum(c), 0)::bigint, count(pg_notify('{READY_CHANNEL}', q)) "
+            "FROM (SELECT queue AS q, count(*) AS c FROM u GROUP BY queue) s", (now_ms,))
+        n = cur.fetchone()[0]
+        conn.commit()
         cur.execute("SELECT DISTINCT node FROM jobs WHERE state = 'reserved' AND node <> %s "
                     "AND lease_until_ms < %s", (self.node, now_ms))
         nodes = [r[0] for r in cur.fetchall()]
         conn.commit()
-        n = 0
         for node in nodes:
             key = _node_number(node)
             if key is not None:
