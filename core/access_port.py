@@ -58,7 +58,8 @@ PASS = ("clock", "persistence", "restore", "tick", "next_due", "set_wakeup", "se
         "dependency_met", "cancel_result_wait", "create", "of", "scoped", "storage_down",
         "set_storage_state", "storage_state", "webhook_stats", "webhooks_version",
         "set_webhook_allow", "restore_webhooks", "webhook_delivered", "on_webhooks_changed",
-        "dialect_records", "dialect_record", "set_dialect_record", "feed_stats")
+        "dialect_records", "dialect_record", "set_dialect_record", "feed_stats", "shared",
+        "share", "wait_result_uid")
 
 
 class ScopedPort:

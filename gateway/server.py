@@ -82,13 +82,18 @@ class Runtime:
         db_path = None
         if config.durability != "memory":
             from .startup import open_database   # checked, locked, migrated (StartupError)
-            self.store = open_database(config.database_url, config.sqlite_synchronous)
+            self.store = open_database(config.database_url, config.sqlite_synchronous,
+                                       mode=config.database_mode)
             if self.store.is_sqlite:
                 import sqlalchemy as sa
                 db_path = sa.make_url(config.database_url).database
         self.port = Port.create(self.clock, durable=self.store is not None,
                                 history=config.history_enabled)
         self.restored = 0
+        self.shared = None   # gateway.shared.SharedLink on a node in shared mode
+        if config.database_mode == "shared" and self.store is not None:
+            from .shared import SharedLink
+            self.shared = SharedLink(self.port, self.store, config.poll_interval_ms, self.clock)
         self.port.set_webhook_allow(config.webhook_allow)
         if self.store is not None:
             self.restored = self.port.restore(self.store)
@@ -307,6 +312,8 @@ class Runtime:
                                                            and not self.store.is_sqlite),
                                      port=self.port)
                 tg.start_soon(self.writer.run)
+                if self.shared is not None:
+                    tg.start_soon(self.shared.run)
                 if self.config.history_retention_days > 0:
                     tg.start_soon(self._retention)
                 if self.store.is_sqlite:

@@ -88,14 +88,14 @@ def get_progress(sess, cmd: dict):
 @command("WaitJob")
 def wait_job(sess, cmd: dict):
     job = find(sess, cmd.get("id"))
-    if job is None:
+    e = sess.port
+    if job is None and not (e.shared and isinstance(cmd.get("id"), str)):
         return err("Job not found")
     t = cmd.get("timeout")
     msg = number_error(t, "timeout", 0, 600000)
     if msg:
         return err(msg)
     timeout = 30000 if t is None else int(t)
-    e = sess.port
     rid = sess.rid
 
     def reply(j):
@@ -105,9 +105,15 @@ def wait_job(sess, cmd: dict):
 
     def done(j):
         sess.waits.discard(cancel)
-        sess.later(rid, reply(j))
+        if j is None or isinstance(j, Exception):   # shared mode: no such job
+            sess.later(rid, err("Job not found"))
+        else:
+            sess.later(rid, reply(j))
 
-    r = e.wait_result(job.id, timeout, done)
+    if job is None:   # shared mode: not on this node, its row answers (docs/scaling.md)
+        r = e.wait_result_uid(cmd["id"], timeout, done)
+    else:
+        r = e.wait_result(job.id, timeout, done)
     if r.__class__ is JobView or r is TIMED_OUT:
         return reply(r)
 

@@ -330,6 +330,9 @@ class Session:
             return INVALID_TIMEOUT
         id = e.find(u[0])
         if id is None:
+            if e.shared:   # not on this node: its row answers (docs/scaling.md)
+                self._waiter = e.wait_result_uid(u[0], wait, self._result_done)
+                return WAIT
             return R.NOT_FOUND
         r = e.wait_result(id, wait, self._result_done)
         if r is TIMED_OUT:
@@ -342,6 +345,8 @@ class Session:
     def _result_done(self, outcome) -> None:
         if outcome is TIMED_OUT:
             self._wake(R.TIMEOUT)
+        elif outcome is None or isinstance(outcome, Exception):   # shared mode: gone
+            self._wake(R.NOT_FOUND)
         else:
             self._wake(R.result_reply(outcome.uid, outcome))
 
