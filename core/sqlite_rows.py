@@ -7,8 +7,8 @@ Two measures cut it without changing what is stored:
 - `fast_sqlite_binding()`: bytes and None parameters skip a failed attribute lookup (below).
 - `folded(head, width, rows)`: a column whose value is the same in every row of a chunk is
   bound once and referenced from every row with SQLite's numbered parameters (`?3`): a batch
-  of 100 glide-mq addJobs binds 12 of each job row's 18 values once instead of 100 times
-  (the queue, state, dialect, times, limits, ...). The rows' other values are bound as usual.
+  of 100 glide-mq addJobs binds 13 of each job row's 18 values once instead of 100 times
+  (the queue, state, dialect, ttr, limits, ...). The rows' other values are bound as usual.
 
 PostgreSQL keeps its plain multi-row VALUES (numbered `?NNN` parameters are SQLite syntax).
 """
