@@ -20,6 +20,9 @@ from itertools import chain
 #: every (row count, folded columns) pair is a statement text of its own to prepare and cache
 FOLD_MIN_ROWS = 8
 
+#: characters of statement text a Folder keeps (a few hundred (rows, columns) shapes)
+TEXT_CHARS = 16_000_000
+
 _NONE_ADAPTER = {}.get   # one object: registering it again replaces it with itself
 
 
@@ -46,7 +49,7 @@ class Folder:
     `folded(head, width, rows)` -> (sql, params) for `rows` (a list of tuples of `width`
     values, at most 32766 // width of them: SQLite's parameter limit), `head` the statement up
     to and including "VALUES ". Texts are made once per (head, row count, folded columns) and
-    kept (cleared past 2048 texts).
+    kept (all dropped once they hold TEXT_CHARS characters: a 500-row text is ~100 kB).
 
     A column is folded when every row's value equals the first row's (`==`). For the values
     a batch row holds (int, str, bytes, None; core.journal) equal values are stored alike: an
@@ -54,10 +57,11 @@ class Folder:
     bytes, bytearray and memoryview as the same BLOB; str never equals int or bytes.
     """
 
-    __slots__ = ("_texts",)
+    __slots__ = ("_texts", "_chars")
 
     def __init__(self) -> None:
         self._texts: dict = {}
+        self._chars = 0
 
     def folded(self, head: str, width: int, rows: list) -> tuple:
         n = len(rows)
@@ -74,9 +78,11 @@ class Folder:
         k = (head, n, mask)
         sql = self._texts.get(k)
         if sql is None:
-            if len(self._texts) > 2048:
+            if self._chars > TEXT_CHARS:
                 self._texts.clear()
+                self._chars = 0
             sql = self._texts[k] = head + _values(width, n, mask)
+            self._chars += len(sql)
         if not mask:
             return sql, tuple(chain.from_iterable(rows))
         var = [c for i, c in enumerate(cols) if not mask >> i & 1]

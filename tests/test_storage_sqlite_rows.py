@@ -186,3 +186,19 @@ def test_random_batches_store_what_the_plain_path_stores(tmp_path, seed):
         batches.append(lambda b=b: b)
     folded, plain = write_both(tmp_path, batches)
     assert folded == plain
+
+
+def test_statement_texts_are_bounded(monkeypatch):
+    """Past TEXT_CHARS characters of statement text the Folder starts over; the texts it
+    hands out stay right."""
+    import core.sqlite_rows as sr
+    monkeypatch.setattr(sr, "TEXT_CHARS", 2000)
+    f = Folder()
+    head = "INSERT INTO t (a, b) VALUES "
+    for n in range(FOLD_MIN_ROWS, 60):
+        rows = [(i, "k") for i in range(n)]
+        sql, params = f.folded(head, 2, rows)
+        assert sql == head + _values(2, n, 0b10)
+        assert params == ("k",) + tuple(range(n))
+        assert f._chars <= 2000 + len(sql)
+    assert len(f._texts) < 52
