@@ -36,7 +36,6 @@ from .port_flows import FlowOps
 from .port_jobs import JobOps
 from .port_settings import SettingsOps
 from .port_shared import SharedOps, fire_due, open_shared_store
-from .shared import ID_BLOCK
 from .port_webhooks import WebhookOps
 from .transitions import IllegalTransition
 from .views import adapter, queue_view, reserved, server_stats
@@ -44,7 +43,7 @@ from .webhooks import (EVENT_KINDS, WEBHOOK_EVENTS, AllowList, Registry as _Webh
                        WebhookView, address_refused, parse_host, split_url)
 
 __all__ = [
-    "Port", "Owner", "Persistence", "open_store", "open_shared_store", "fire_due", "ID_BLOCK", "Store", "StorePort", "StoreLocked",
+    "Port", "Owner", "Persistence", "open_store", "open_shared_store", "fire_due", "Store", "StorePort", "StoreLocked",
     "SystemClock", "ManualClock", "Event", "Subscription", "JobPolicy", "Failure", "JobView",
     "QueueView", "Reserved", "ServerStats", "IllegalTransition", "TIMED_OUT", "DEADLINE_SOON",
     "WAITING", "TOKEN_CHECKED", "TOKEN_REQUIRED", "TOKEN_IGNORED", "LEASE_OK", "NOT_ACTIVE",
@@ -311,12 +310,15 @@ class Port(JobOps, FlowOps, WebhookOps, SettingsOps, DialectOps, FeedOps, Shared
         return o
 
     def reserve(self, owner: Owner, queues: list, timeout_ms, callback,
-                mode: int = TOKEN_CHECKED, ttr_ms: int = 0, worker: str | None = None):
+                mode: int = TOKEN_CHECKED, ttr_ms: int = 0, worker: str | None = None,
+                batch: int = 1):
         """Reserve the most urgent ready job of `queues` for `owner`: a Reserved; or
         DEADLINE_SOON (beanstalk margin); TIMED_OUT when `timeout_ms` is 0; else WAITING, and
         `callback` later gets a Reserved, TIMED_OUT (after `timeout_ms` ms; None: never) or
         DEADLINE_SOON. Longest waiter first. `mode`: the lease's token mode; `ttr_ms` (non-zero):
-        the lease's TTR for this owner from now on; `worker`: its name from now on."""
+        the lease's TTR for this owner from now on; `worker`: its name from now on; `batch`:
+        how many jobs the caller will take when it wakes (reserve_many for the rest: in shared
+        mode the claim brings that many)."""
         o = owner._o
         if ttr_ms:
             o.ttr_ms = ttr_ms
@@ -330,6 +332,8 @@ class Port(JobOps, FlowOps, WebhookOps, SettingsOps, DialectOps, FeedOps, Shared
         if r.__class__ is Job:
             return reserved(e, r)
         if e.shared is not None:   # shared mode: the ready jobs are in the database
+            if batch > 1:
+                e.shared.want_more(queues, batch - 1)
             if r is TIMED_OUT:     # one claim round first (core/shared.py, probes)
                 e.shared.probe(e.reserve(o, queues, None, owner._adapter, mode))
                 return WAITING

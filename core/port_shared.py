@@ -45,3 +45,21 @@ class SharedOps:
         failed: answer the dialect's server error). Raises AttributeError in single-node
         mode (callers check `shared`)."""
         return self._engine.shared.results.wait(uid, timeout_ms, callback)
+
+    def lookup_remote(self, uid: str, callback) -> None:
+        """Shared mode: `callback` later gets a JobView of the job named `uid` as its row is
+        in the database (a job this node does not hold), None when there is none, or an
+        Exception (the database failed). Raises AttributeError in single-node mode."""
+        from .shared_results import job_row
+        node = self._engine.shared
+
+        def got(row) -> None:
+            callback(row if row is None or isinstance(row, Exception) else node.view_of(row))
+        node.query(job_row, (uid,), got)
+
+    def remove_remote(self, uid: str, callback) -> None:
+        """Shared mode, workq `delete` of a job this node does not hold: delete its row
+        whatever its state; `callback` later gets True (deleted), False (no such job) or an
+        Exception (the database failed). Raises AttributeError in single-node mode."""
+        from .shared_results import delete_by_uid
+        self._engine.shared.query(delete_by_uid, (uid,), callback)

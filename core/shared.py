@@ -49,11 +49,15 @@ class SharedNode:
     `on_ids()` when the id block runs low (the gateway fetches the next with `set_block`).
     """
 
+    #: ids in one block of sequence jobgate_job_ids
+    block_size = ID_BLOCK
+
     def __init__(self, engine, node: str) -> None:
         self.e = engine
         self.node = node
         self.probes: list = []        # waiters that answer TIMED_OUT after the next claim round
         self.in_round: list = []      # probes the claim running now answers for
+        self.more: dict = {}          # queue -> extra jobs batch reserves asked for
         self.on_demand = None
         self.on_ids = None
         self.on_query = None          # gateway: on_query(fn, args, callback), see query()
@@ -142,15 +146,22 @@ class SharedNode:
 
     # ---------------------------------------------------------------- claim
     def demand(self) -> dict:
-        """queue name -> how many jobs to claim for it: its waiting reservers (at most
-        CLAIM_MAX), for the queues that are not paused here."""
+        """queue name -> how many jobs to claim for it: its waiting reservers plus what batch
+        reserves asked for (want_more), at most CLAIM_MAX, for the queues not paused here."""
         e = self.e
         now = e.clock.monotonic_ms()
         out = {}
+        more = self.more
         for name, q in e.queues.items():
             if q.waiting and q.paused_until <= now:
-                out[name] = min(q.waiting, CLAIM_MAX)
+                out[name] = min(q.waiting + more.get(name, 0), CLAIM_MAX)
         return out
+
+    def want_more(self, queues: list, n: int) -> None:
+        """A waiting batch reserve (bunqueue PULLB) will take `n` more jobs of `queues` than
+        one when it wakes: the next claim round brings them (then forgotten)."""
+        for name in queues:
+            self.more[name] = self.more.get(name, 0) + n
 
     def wait_started(self) -> None:
         """A reserver started waiting here (the port calls it): claim soon."""
@@ -168,7 +179,9 @@ class SharedNode:
         answered by this round (end_probes), later ones by the next."""
         self.in_round += self.probes
         self.probes = []
-        return self.demand()
+        d = self.demand()
+        self.more = {}
+        return d
 
     def end_probes(self) -> None:
         """After a claim round: every probe it answered for that is still waiting times out."""

@@ -59,6 +59,7 @@ class SharedStore(Store):
         self.first_block = 0
         self._join_conn = None
         self._batch = None
+        self._mine = ""
         ret = ", ".join(f"j.{c}" for c in _COLS)
         self._sql_claim = (
             "WITH w AS (SELECT * FROM unnest(%s::text[], %s::int[]) AS w(q, n)), "
@@ -123,6 +124,11 @@ class SharedStore(Store):
             (self._seq_key,))
         conn.commit()
         self._sql_read_seq = f"SELECT value FROM jobgate_meta WHERE key = '{self._seq_key}'"
+        # a row another node holds now (its reservation here expired and was rescued while
+        # this node was cut off) is never overwritten or deleted from here
+        self._mine = f" AND (node IS NULL OR node = '{self.node}')"
+        for name in ("_sql_move", "_sql_reservation", "_sql_result", "_sql_payload"):
+            setattr(self, name, getattr(self, name) + self._mine)
 
     def close(self) -> None:
         """Forget this node's commit mark row and release the shared lock and connections."""
@@ -147,7 +153,16 @@ class SharedStore(Store):
         transaction."""
         self._batch = batch
         try:
-            super().write(batch, verify)
+            if verify or self._seq_base is None:
+                super().write(batch, verify)   # reads its commit mark back: one at a time
+                return
+            raw = self._wconn
+            if raw is None:
+                raw = self._wconn = self.engine.raw_connection()
+            # psycopg 3 pipeline mode: the batch's statements go out without waiting for
+            # each other's answers, one round trip to the commit instead of one per statement
+            with raw.driver_connection.pipeline():
+                super().write(batch, verify)
         finally:
             self._batch = None
 
@@ -172,7 +187,8 @@ class SharedStore(Store):
                 "node = CASE WHEN state = 'reserved' THEN %s END, "
                 "lease_until_ms = CASE WHEN state = 'reserved' "
                 "THEN COALESCE(lease_until_ms, %s + ttr_ms) END "
-                "WHERE id = ANY(%s) RETURNING queue, state, uid, result IS NOT NULL AS fin) "
+                f"WHERE id = ANY(%s){self._mine} "
+                "RETURNING queue, state, uid, result IS NOT NULL AS fin) "
                 f"SELECT count(pg_notify('{READY_CHANNEL}', q)) FROM "
                 "(SELECT DISTINCT queue AS q FROM u WHERE state = 'ready') s "
                 f"UNION ALL SELECT count(pg_notify('{DONE_CHANNEL}', uid)) FROM u "
@@ -184,7 +200,7 @@ class SharedStore(Store):
         on another node learns that the job is gone: core/shared_results.py)."""
         if ids:
             conn.exec_driver_sql(
-                "WITH d AS (DELETE FROM jobs WHERE id = ANY(%s) RETURNING uid) "
+                f"WITH d AS (DELETE FROM jobs WHERE id = ANY(%s){self._mine} RETURNING uid) "
                 f"SELECT count(pg_notify('{DONE_CHANNEL}', uid)) FROM d "
                 "WHERE uid IS NOT NULL", (ids,))
 
@@ -224,6 +240,27 @@ class SharedStore(Store):
             "WHERE j.id = d.id RETURNING j.queue) "
             f"SELECT COALESCE(sum(n), 0)::bigint, count(pg_notify('{READY_CHANNEL}', q)) "
             "FROM (SELECT queue AS q, count(*) AS n FROM u GROUP BY queue) s", (now_ms, limit))
+        n = cur.fetchone()[0]
+        cur.close()
+        conn.commit()
+        return n
+
+    def evict(self, conn, now_ms: int, limit: int = 1000) -> int:
+        """Delete the jobs whose TTL or result retention ended by `now_ms` (expires_at_ms)
+        and that nobody holds (a held job's own node evicts it after its lease), at most
+        `limit`, with a history row each and NOTIFY jobgate_done with their uids. Returns
+        how many."""
+        cur = conn.cursor()
+        cur.execute(
+            "WITH d AS (DELETE FROM jobs WHERE id IN (SELECT id FROM jobs "
+            "WHERE expires_at_ms <= %s AND state <> 'reserved' LIMIT %s "
+            "FOR UPDATE SKIP LOCKED) RETURNING id, queue, dialect, uid, priority, reserves, "
+            "length(payload) AS size), "
+            "h AS (INSERT INTO job_events (job_id, queue, dialect, event, at_ms, attempt, uid, "
+            "priority, payload_size) SELECT id, queue, dialect, 'ttl-evict', %s, reserves, uid, "
+            "priority, size FROM d) "
+            f"SELECT count(*), count(pg_notify('{DONE_CHANNEL}', uid)) FROM d",
+            (now_ms, limit, now_ms))
         n = cur.fetchone()[0]
         cur.close()
         conn.commit()

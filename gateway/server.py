@@ -155,12 +155,16 @@ class Runtime:
 
     async def _retention(self) -> None:
         """Prune job_events older than history.retention_days: min(60 s, the interval) after
-        start, then every history.prune_interval_s seconds (default hourly)."""
+        start, then every history.prune_interval_s seconds (default hourly); in shared mode
+        only while this node leads."""
         import anyio.to_thread
         days = self.config.history_retention_days
         every = self.config.history_prune_interval_s
         await anyio.sleep(min(60, every))
         while True:
+            if self.shared is not None and not self.shared.leader:
+                await anyio.sleep(every)   # shared mode: the leader prunes (docs/scaling.md)
+                continue
             before = self.clock.wall_ms() - days * 86_400_000
             try:
                 n = await anyio.to_thread.run_sync(self.store.prune_events, before)

@@ -5,7 +5,8 @@ processes on one PostgreSQL.
 
 - **a claim thread** with a connection of its own, which runs the statements the node needs in
   order: claims for the reservers waiting here (core.shared.SharedNode.demand), new id blocks,
-  and, while this node leads, promotions of due delayed jobs, the cron schedules' due runs
+  and, while this node leads, promotions of due delayed jobs, evictions of expired ones (TTL,
+  result retention), the cron schedules' due runs
   (core/shared_cron.py) and the rescue of dead nodes' expired reservations
   (core/shared_store.py);
 - **a listener thread** on one more session: `LISTEN jobgate_ready` (a NOTIFY names a queue
@@ -28,7 +29,7 @@ import time
 
 import anyio
 
-from core.api import ID_BLOCK, fire_due
+from core.api import fire_due
 
 from .logs import event
 
@@ -69,6 +70,7 @@ class SharedLink:
         self.leader = False
         self.stopping = False
         self.claims = self.claimed = self.notified = self.promoted = self.rescued = 0
+        self.evicted = 0
         self._threads: list = []
         self._cron_next = self._cron_end = 0   # the leader's ids for cron runs (claim thread)
 
@@ -168,10 +170,11 @@ class SharedLink:
                     self._post(self.node.set_block, self.store.next_block(conn))
                 elif kind == "promote":
                     self.promoted += self.store.promote(conn, now)
+                    self.evicted += self.store.evict(conn, now)
                 elif kind == "cron":
                     if self._cron_next + CRON_IDS > self._cron_end:
                         self._cron_next = self.store.next_block(conn)
-                        self._cron_end = self._cron_next + ID_BLOCK
+                        self._cron_end = self._cron_next + self.node.block_size
                     self._cron_next += fire_due(conn, now, range(self._cron_next,
                                                                  self._cron_next + CRON_IDS))
                 elif kind == "call":

@@ -108,6 +108,25 @@ def test_blocking_reserve_wakes_on_a_put_elsewhere(nodes):
     assert got["job"][2] - put_at < 5   # far below the 60 s poll
 
 
+def test_blocking_lease_and_pull_wake_on_an_add_elsewhere(nodes):
+    """workq `lease` and bunqueue `PULL` with a timeout, waiting on node b before anything is
+    added, get the job a producer adds on node a (claim poll a minute: NOTIFY wakes them)."""
+    a, b = nodes(2)
+    wb = WorkqRaw(b.workq_port)
+    wb.send(b"lease wwake 20000\r\n")
+    qb = BQ(b.bunqueue_port)
+    qb.send({"cmd": "PULL", "queue": "bwake", "timeout": 20000, "reqId": "p1"})
+    time.sleep(0.5)   # both wait on b
+    t0 = time.monotonic()
+    uid = new_uid()
+    assert WorkqRaw(a.workq_port).cmd(add_cmd(uid, "wwake", b"w", ttr=5000)) == b"+OK\r\n"
+    jid = BQ(a.bunqueue_port).push("bwake", {"w": 1})
+    assert wb.reply() == lease_frame(uid, "wwake", 5000, b"w")
+    r = qb.recv_reply("p1", 10)
+    assert r["ok"] is True and r["job"]["id"] == jid
+    assert time.monotonic() - t0 < 5
+
+
 def test_released_and_buried_jobs_go_back_to_the_pool(nodes):
     a, b = nodes(2)
     ca, cb = bean(a, "rb"), bean(b, "rb")
@@ -168,65 +187,108 @@ def test_workq_and_bunqueue_across_nodes(nodes):
 
 
 def test_three_nodes_kill9_under_load(nodes):
-    """Producers and workers on three nodes, node 2 killed -9 midway: every acknowledged put
-    is delivered and deleted; a job delivered twice was first held on the killed node."""
+    """Producers and workers of all three dialects spread over three nodes, node 2 killed -9
+    midway: every acknowledged job is delivered and finished (beanstalk delete, workq
+    complete, bunqueue ACK); a job delivered twice was first held on the killed node."""
     ns = nodes(3, poll_ms=200)
-    tube = "load"
-    acked: list = []
-    deliveries: dict = {}   # id -> [(worker, node index)]
+    acked: set = set()        # (dialect, id) of acknowledged adds
+    deliveries: dict = {}     # (dialect, id) -> [node index of each delivery]
+    finished: set = set()
     lock = threading.Lock()
     stop = threading.Event()
-    deleted: set = set()
+    errors = (OSError, ConnectionError, EOFError, greenstalk.Error)
+
+    def note(key, i):
+        with lock:
+            deliveries.setdefault(key, []).append(i)
+
+    def done(key):
+        with lock:
+            finished.add(key)
 
     def producer(i, count):
-        c = bean(ns[i], tube)
+        c, w, q = bean(ns[i], "kb"), WorkqRaw(ns[i].workq_port), BQ(ns[i].bunqueue_port)
         for k in range(count):
             try:
                 jid = c.put(b"job %d %d" % (i, k), ttr=2)
-            except (OSError, greenstalk.Error):
+                with lock:
+                    acked.add(("b", jid))
+                uid = new_uid()
+                if w.cmd(add_cmd(uid, "kw", b"w", ttr=2000)) == b"+OK\r\n":
+                    with lock:
+                        acked.add(("w", uid))
+                bid = q.push("kq", {"k": k})
+                with lock:
+                    acked.add(("q", bid))
+            except errors:
                 return
-            with lock:
-                acked.append(jid)
 
-    def worker(w, i):
+    def bean_worker(i):
         try:
-            c = bean(ns[i], tube)
+            c = bean(ns[i], "kb")
             while not stop.is_set():
                 try:
                     j = c.reserve(timeout=1)
                 except greenstalk.TimedOutError:
                     continue
-                with lock:
-                    deliveries.setdefault(j.id, []).append((w, i))
+                note(("b", j.id), i)
                 c.delete(j)
-                with lock:
-                    deleted.add(j.id)
-        except (OSError, greenstalk.Error, ConnectionError):
-            return   # its node was killed
+                done(("b", j.id))
+        except errors:
+            return
 
-    workers = [threading.Thread(target=worker, args=(w, w % 3)) for w in range(6)]
+    def workq_worker(i):
+        try:
+            w = WorkqRaw(ns[i].workq_port)
+            while not stop.is_set():
+                r = w.cmd(b"lease kw 1000\r\n")
+                if not r.startswith(b"+OK 1"):
+                    continue
+                uid = r.split(b"\r\n")[1].split(b" ")[0].decode()
+                note(("w", uid), i)
+                assert w.cmd(complete_cmd(uid, b"r")) == b"+OK\r\n"
+                done(("w", uid))
+        except errors:
+            return
+
+    def bq_worker(i):
+        try:
+            q = BQ(ns[i].bunqueue_port)
+            while not stop.is_set():
+                r = q.call("PULL", queue="kq", timeout=1000, owner=f"w{i}", lockTtl=2000)
+                job = r.get("job")
+                if not job:
+                    continue
+                note(("q", job["id"]), i)
+                q.ok("ACK", id=job["id"], token=r.get("token"))
+                done(("q", job["id"]))
+        except errors:
+            return
+
+    workers = [threading.Thread(target=fn, args=(i,)) for i in range(3)
+               for fn in (bean_worker, workq_worker, bq_worker)]
     for t in workers:
         t.start()
-    producers = [threading.Thread(target=producer, args=(i, 300)) for i in (0, 2)]
+    producers = [threading.Thread(target=producer, args=(i, 150)) for i in (0, 2)]
     for t in producers:
         t.start()
-    time.sleep(0.5)
+    time.sleep(0.7)
     ns[1].kill()
     for t in producers:
         t.join(60)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         with lock:
-            if set(acked) <= deleted:
+            if acked <= finished:
                 break
         time.sleep(0.2)
     stop.set()
     for t in workers:
         t.join(10)
-    assert len(acked) == 600
-    assert set(acked) <= deleted, f"not delivered: {sorted(set(acked) - deleted)[:10]}"
-    for jid, ds in deliveries.items():
-        assert all(i == 1 for _, i in ds[:-1]), (jid, ds)   # only the dead node's were lost
+    assert len(acked) == 900
+    assert acked <= finished, f"not finished: {sorted(acked - finished)[:10]}"
+    for key, ds in deliveries.items():
+        assert all(i == 1 for i in ds[:-1]), (key, ds)   # only the dead node's were lost
 
 
 def test_single_node_server_and_shared_nodes_exclude_each_other(nodes, tmp_path):
@@ -262,7 +324,8 @@ def _leader(url: str):
             return c.exec_driver_sql(
                 "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a "
                 "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted AND "
-                "l.classid = %s AND l.objid = %s",
+                "l.classid = %s AND l.objid = %s AND l.database = "
+                "(SELECT oid FROM pg_database WHERE datname = current_database())",
                 (int.from_bytes(b"jglead", "big") >> 32,
                  int.from_bytes(b"jglead", "big") & 0xFFFFFFFF)).scalar()
     finally:
@@ -433,3 +496,95 @@ def test_result_waiters_wake_across_nodes(nodes):
     got = qb.recv_reply("w1", 10)
     assert got["ok"] is True and got["completed"] is True and got["result"] == {"sum": 3}
     assert qb.call("WaitJob", id=jid, timeout=100)["completed"] is True   # read at once
+
+
+def test_ttl_eviction_in_the_database(nodes):
+    """A workq job whose TTL ends unleased is evicted by the leader, whichever node added it:
+    a lease on the other node then finds nothing, and its row is gone."""
+    a, b = nodes(2)
+    wa, wb = WorkqRaw(a.workq_port), WorkqRaw(b.workq_port)
+    uid = new_uid()
+    assert wa.cmd(add_cmd(uid, "ttlq", b"p", ttr=5000, ttl=800)) == b"+OK\r\n"
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and _cron_state(nodes.url, "ttlq")[0]:
+        time.sleep(0.1)
+    assert _cron_state(nodes.url, "ttlq")[0] == 0
+    assert wb.cmd(b"lease ttlq 200\r\n") == b"-TIMEOUT\r\n"
+
+
+def test_job_reads_across_nodes(nodes):
+    """bunqueue GetJob / GetState / GetResult and workq `inspect job` on node b name jobs that
+    node a created and finished: answered from their rows."""
+    a, b = nodes(2)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    jid = qa.push("readq", {"n": 5})
+    assert qb.state(jid) == "waiting"
+    assert qb.ok("GetJob", id=jid)["job"]["data"] == {"n": 5}
+    r = qa.pull("readq", timeout=1000)
+    assert r["job"]["id"] == jid
+    assert qb.state(jid) == "active"
+    qa.ok("ACK", id=jid, result={"ok": 1})
+    deadline = time.monotonic() + 10
+    while qb.state(jid) != "completed" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert qb.state(jid) == "completed"
+    assert qb.ok("GetResult", id=jid)["result"] == {"ok": 1}
+    assert qb.state("0190a0a0-0000-7000-8000-000000000000") == "unknown"
+    wa, wb = WorkqRaw(a.workq_port), WorkqRaw(b.workq_port)
+    uid = new_uid()
+    assert wa.cmd(add_cmd(uid, "inspq", b"pl", ttr=5000)) == b"+OK\r\n"
+    assert wb.inspect_job(uid)["name"] == "inspq"
+    assert wb.inspect_job(new_uid()) is None
+
+
+def test_shared_mode_refuses_what_it_cannot_do(tmp_path, pg_url):
+    r = run_cli(serve_argv("--listen", "glidemq=127.0.0.1:0", "--database", pg_url,
+                           "--database-mode", "shared"))
+    assert r.returncode == 2
+    assert b"glidemq listener is not supported in shared mode" in r.stderr
+    r = run_cli(serve_argv("--listen", "beanstalk=127.0.0.1:0", "--database", pg_url,
+                           "--database-mode", "shared", "--durability", "memory"))
+    assert r.returncode == 2 and b"durability" in r.stderr
+
+
+
+def test_shared_metrics(nodes, pg_url, tmp_path):
+    """A node with an http listener exposes its shared-mode counters on /metrics."""
+    import urllib.request
+
+    from .support import free_port
+    (a,) = nodes(1)
+    http = free_port()
+    cfg = tmp_path / "m.yaml"
+    cfg.write_text("database:\n  mode: shared\n")
+    b = Server(pg_url, extra=["--config", str(cfg), "--listen", f"http=127.0.0.1:{http}"])
+    try:
+        c = bean(a, "mq")
+        c.put(b"x")
+        j = bean(b, "mq").reserve(timeout=2)
+        assert j.body == b"x"
+        text = urllib.request.urlopen(f"http://127.0.0.1:{http}/metrics", timeout=5).read()
+        assert b"jobgate_shared_claimed_jobs_total 1.0" in text
+        assert b"jobgate_shared_leader" in text
+    finally:
+        b.stop()
+
+
+def test_pullb_takes_a_batch_claimed_from_the_database(nodes):
+    """bunqueue PULLB on node b with a timeout takes several jobs pushed on node a in one
+    reply (one claim brings the batch)."""
+    a, b = nodes(2)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    ids = [qa.push("pbq", {"i": i}) for i in range(5)]
+    r = qb.call("PULLB", queue="pbq", count=5, timeout=2000)
+    assert r["ok"] is True and [j["id"] for j in r["jobs"]] == ids
+
+
+def test_workq_delete_across_nodes(nodes):
+    a, b = nodes(2)
+    wa, wb = WorkqRaw(a.workq_port), WorkqRaw(b.workq_port)
+    uid = new_uid()
+    assert wa.cmd(add_cmd(uid, "delq", b"p", ttr=5000)) == b"+OK\r\n"
+    assert wb.cmd(b"delete %s\r\n" % uid.encode()) == b"+OK\r\n"
+    assert wa.cmd(b"lease delq 300\r\n") == b"-TIMEOUT\r\n"
+    assert wb.cmd(b"delete %s\r\n" % uid.encode()) == b"-NOT-FOUND\r\n"

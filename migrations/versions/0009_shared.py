@@ -13,7 +13,8 @@ sequences and three partial indexes.
 - Partial indexes (PostgreSQL): `jobs_claim (queue, priority, seq) WHERE state = 'ready'` for
   the claim query, `jobs_due (ready_at_ms) WHERE state = 'delayed'` for promoting due delayed
   jobs, `jobs_held (lease_until_ms) WHERE state = 'reserved'` for the rescuer,
-  `jobs_uid (uid)` for a node reading a job it does not hold by its uid (workq, bunqueue).
+  `jobs_uid (uid)` for a node reading a job it does not hold by its uid (workq, bunqueue),
+  `jobs_expiry (expires_at_ms)` for the leader's evictions (TTL, result retention).
 
 Revision ID: 0009
 Revises: 0008
@@ -41,11 +42,12 @@ def upgrade() -> None:
     op.execute("CREATE INDEX jobs_due ON jobs (ready_at_ms) WHERE state = 'delayed'")
     op.execute("CREATE INDEX jobs_held ON jobs (lease_until_ms) WHERE state = 'reserved'")
     op.execute("CREATE INDEX jobs_uid ON jobs (uid) WHERE uid IS NOT NULL")
+    op.execute("CREATE INDEX jobs_expiry ON jobs (expires_at_ms) WHERE expires_at_ms IS NOT NULL")
 
 
 def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
-        for ix in ("jobs_claim", "jobs_due", "jobs_held", "jobs_uid"):
+        for ix in ("jobs_claim", "jobs_due", "jobs_held", "jobs_uid", "jobs_expiry"):
             op.execute(f"DROP INDEX IF EXISTS {ix}")
         op.execute("ALTER TABLE jobs ALTER COLUMN seq DROP DEFAULT")
         op.execute("DROP SEQUENCE IF EXISTS jobgate_job_seq")

@@ -267,7 +267,7 @@ def _pull(sess, cmd: dict, batch: bool):
             got += e.reserve_many(w_owner, queue, count - 1, mode)
         sess.later(rid, _pull_reply(sess, got, locked, batch))
 
-    w = e.reserve(w_owner, [queue], int(timeout or 0), done, mode)
+    w = e.reserve(w_owner, [queue], int(timeout or 0), done, mode, batch=count)
     if w is not WAITING:
         return _pull_reply(sess, [] if w is TIMED_OUT else [w], locked, batch)
     sess.waits.add(cancel)
