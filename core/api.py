@@ -33,6 +33,7 @@ from .store_port import StoreLocked, StorePort
 from .port_dialect import DialectOps, load_dialect_state as _load_dialect_state
 from .port_feed import FeedOps
 from .port_flows import FlowOps
+from .port_global import GlobalOps
 from .port_jobs import JobOps
 from .port_settings import SettingsOps
 from .port_shared import SharedOps, fire_due, open_shared_store
@@ -79,7 +80,8 @@ def open_store(url: str, sqlite_synchronous: str = "NORMAL"):
     return Store(url, sqlite_synchronous)
 
 
-class Port(JobOps, FlowOps, WebhookOps, SettingsOps, DialectOps, FeedOps, SharedOps):
+class Port(JobOps, FlowOps, WebhookOps, SettingsOps, DialectOps, FeedOps, SharedOps,
+           GlobalOps):
     """The engine port (see the module docstring). Build one with `Port.create()`, or wrap an
     engine with `Port.of(engine)` (one port per engine).
 

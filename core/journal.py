@@ -295,6 +295,9 @@ class Persistence:
 
     def done(self, batch) -> None:
         self._j.committed = batch.number
+        sh = self._e.shared
+        if sh is not None and sh.settling:   # shared mode: queries waiting for this commit
+            sh.committed(batch.number)
 
     def force_pending(self) -> None:
         """Open a batch even if only lone history events wait (shutdown flush)."""

@@ -61,6 +61,7 @@ class SharedNode:
         self.on_demand = None
         self.on_ids = None
         self.on_query = None          # gateway: on_query(fn, args, callback), see query()
+        self.settling: list = []      # (commit mark, fn, args, callback): query_settled()
         self.results = RemoteWaits(self)   # result waits for jobs not here (shared_results)
         self.block_end = 0            # the end (exclusive) of the current id block
         self.next_block = 0           # the start of the next block, 0 while not fetched
@@ -81,6 +82,31 @@ class SharedNode:
         it; on a database error `callback` gets the exception instead (an Exception
         instance: the dialect answers its server error). The gateway sets `on_query`."""
         self.on_query(fn, args, callback)
+
+    def query_settled(self, fn, args: tuple, callback) -> None:
+        """query(), once every change made on this node so far is committed (and so spilled:
+        the statement sees this node's jobs as its clients last saw them; a client's pipelined
+        `bury` then `kick` kicks the job). At once when nothing waits for the writer."""
+        j = self.e.journal
+        mark = j.commit_mark()
+        if mark <= j.committed:
+            self.query(fn, args, callback)
+        else:
+            self.settling.append((mark, fn, args, callback))
+
+    def committed(self, number: int) -> None:
+        """Batch `number` committed (core.journal.Persistence.done): run the settled queries
+        that waited for it, in order."""
+        s = self.settling
+        if not s:
+            return
+        i = 0
+        while i < len(s) and s[i][0] <= number:
+            i += 1
+        if i:
+            ready, self.settling = s[:i], s[i:]
+            for _, fn, args, callback in ready:
+                self.query(fn, args, callback)
 
     # ------------------------------------------------------------------ ids
     def set_block(self, start: int) -> None:

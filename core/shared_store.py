@@ -10,7 +10,8 @@ share the jobs table with other nodes:
   row held by nobody, and `NOTIFY jobgate_ready, '<queue>'` for each queue that got a ready
   row. Its commit mark is this node's own `jobgate_meta` row (`commit_seq:<node>`): no row
   that all nodes update on the hot path.
-- `claim()`: `FOR UPDATE SKIP LOCKED` over partial index jobs_claim, one LIMIT per queue.
+- `claim()`: `FOR UPDATE SKIP LOCKED` over partial index jobs_claim, one LIMIT per queue;
+  queues paused across nodes (table queue_pauses, migration 0010) are skipped.
 - `promote()`, `rescue()`: due delayed jobs to ready; expired reservations of dead nodes back
   to ready (a node is dead when its liveness lock, held by its listener session, is free).
 - `listen()`, `try_lead()`: the listener session's LISTEN, liveness lock and leader lock.
@@ -62,7 +63,10 @@ class SharedStore(Store):
         self._mine = ""
         ret = ", ".join(f"j.{c}" for c in _COLS)
         self._sql_claim = (
-            "WITH w AS (SELECT * FROM unnest(%s::text[], %s::int[]) AS w(q, n)), "
+            "WITH w AS (SELECT * FROM unnest(%s::text[], %s::int[]) AS w(q, n) "
+            # a queue paused across nodes (migration 0010, core/shared_reads.py) is skipped
+            "WHERE NOT EXISTS (SELECT 1 FROM queue_pauses p WHERE p.queue = w.q "
+            "AND p.until_ms > %s)), "
             "c AS (SELECT x.id FROM w CROSS JOIN LATERAL (SELECT id FROM jobs "
             "WHERE queue = w.q AND state = 'ready' ORDER BY priority, seq LIMIT w.n "
             "FOR UPDATE SKIP LOCKED) x) "
@@ -213,7 +217,8 @@ class SharedStore(Store):
             return []
         names = list(demand)
         cur = conn.cursor()
-        cur.execute(self._sql_claim, (names, [demand[n] for n in names], self.node, now_ms))
+        cur.execute(self._sql_claim, (names, [demand[n] for n in names], now_ms, self.node,
+                                      now_ms))
         rows = [dict(zip(_COLS, r)) for r in cur.fetchall()]
         cur.close()
         conn.commit()

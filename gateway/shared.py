@@ -170,6 +170,7 @@ class SharedLink:
                     self._post(self.node.set_block, self.store.next_block(conn))
                 elif kind == "promote":
                     self.promoted += self.store.promote(conn, now)
+                    self.port.end_pauses(conn, now)   # pauses across nodes that ran out
                     self.evicted += self.store.evict(conn, now)
                 elif kind == "cron":
                     if self._cron_next + CRON_IDS > self._cron_end:

@@ -48,9 +48,9 @@ def check_schema(url: str) -> None:
             assert cols == {c.name for c in t.columns}, t.name
         assert insp.get_pk_constraint("jobs")["constrained_columns"] == ["id"]
         # no secondary index on jobs: uid uniqueness is the engine's (migration 0002); on
-        # PostgreSQL only the shared mode's partial indexes (migration 0009)
-        want = {"jobs_claim", "jobs_due", "jobs_held", "jobs_uid",
-                                                  "jobs_expiry"} if eng.dialect.name == "postgresql" \
+        # PostgreSQL only the shared mode's partial indexes (migrations 0009, 0010)
+        want = {"jobs_claim", "jobs_due", "jobs_held", "jobs_uid", "jobs_expiry",
+                "jobs_buried"} if eng.dialect.name == "postgresql" \
             else set()
         assert {ix["name"] for ix in insp.get_indexes("jobs")} == want
         with eng.connect() as c:
