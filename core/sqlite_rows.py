@@ -1,7 +1,7 @@
 """SQLite only: batch INSERTs with fewer bound parameters (core/storage.py's hot path).
 
 A group commit's rows are bound one parameter at a time by CPython's sqlite3, under the GIL,
-and binding is about half of a batch's SQLite write (docs/performance.md, "SQLite binding").
+and binding was more than half of a batch's SQLite write (docs/performance.md, "SQLite binding").
 Two measures cut it without changing what is stored:
 
 - `fast_sqlite_binding()`: bytes and None parameters skip a failed attribute lookup (below).
@@ -32,7 +32,8 @@ def fast_sqlite_binding() -> None:
     Python 3.11's sqlite3 binds int, float, str and bytearray directly; every other value
     (bytes and None among them) goes through its adaptation protocol, which looks up
     `__adapt__` on the protocol type and raises and clears an AttributeError with a formatted
-    message: about 110 ns a value, half of a glide-mq job row's binding (docs/performance.md).
+    message: a third of a glide-mq job row's binding time (docs/performance.md, "SQLite
+    binding").
     An adapter registered for the exact type is found in the adapters dict first: `bytes`
     returns an exact bytes object itself, `{}.get` returns None for None, both in C, so what
     is bound does not change. Process-wide (sqlite3's adapters are module state) and
