@@ -162,8 +162,10 @@ def main(argv=None) -> int:
         results.append((f"jobs + events: {label}, distinct payloads",
                         run.time(db, fn, distinct=True)))
     # binding alone: the statements select their VALUES and insert nothing
-    nj = f"INSERT INTO jobs ({', '.join(NC)}) SELECT * FROM (VALUES " + sj[len(HEAD_JOBS):] + ") WHERE 0"
-    ne = f"INSERT INTO job_events ({', '.join(EC)}) SELECT * FROM (VALUES " + se[len(HEAD_EVENTS):] + ") WHERE 0"
+    nj = (f"INSERT INTO jobs ({', '.join(NC)}) SELECT * FROM (VALUES "
+          + sj[len(HEAD_JOBS):] + ") WHERE 0")
+    ne = (f"INSERT INTO job_events ({', '.join(EC)}) SELECT * FROM (VALUES "
+          + se[len(HEAD_EVENTS):] + ") WHERE 0")
     for ad in (False, True):
         adapters(ad)
         tag = "adapters" if ad else "no adapters"
