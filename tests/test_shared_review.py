@@ -73,3 +73,17 @@ def test_waitjob_timeout_0_answers_only_itself(nodes):
     assert BQ(b.bunqueue_port).call("WaitJob", id=jid, timeout=0)["completed"] is False
     r = w1.recv_reply("long", 10)
     assert r["completed"] is False and time.monotonic() - t0 > 2   # its own timeout
+
+
+def test_flows_and_dependencies_are_refused_in_shared_mode(nodes):
+    """A parent waiting for children finished on other nodes is not released yet
+    (docs/scaling.md): flows and dependsOn answer an error instead of parking jobs for good."""
+    (a,) = nodes(1)
+    q = BQ(a.bunqueue_port)
+    jid = q.push("fq", {"x": 1})
+    msg = "Flows and job dependencies are not supported in shared mode (docs/scaling.md)"
+    assert q.call("PUSH", queue="fq", data={}, dependsOn=[jid]) == {"ok": False, "error": msg}
+    r = q.call("PUSHF", jobs=[{"id": "p", "queue": "fq", "input": {"name": "p", "data": {}}}])
+    assert r == {"ok": False, "error": msg}
+    r = q.call("PUSHB", queue="fq", jobs=[{"name": "c", "data": {}, "dependsOn": [jid]}])
+    assert r["ok"] is False and msg in r["error"]
