@@ -47,6 +47,20 @@ READY_CHANNEL = "jobgate_ready"
 
 _COLS = tuple(c.name for c in schema.jobs.columns)
 
+#: The shared mode's partial indexes (PostgreSQL), created by the first node that joins
+#: (`ensure_indexes`), not by the migrations: single-node servers do not pay for them.
+#: jobs_claim: the claim query; jobs_due: promoting due delayed jobs; jobs_held: the rescuer
+#: and the sweep; jobs_uid: reading a job by uid (results, job reads); jobs_expiry: evictions;
+#: jobs_buried: beanstalk's global kick and peek-buried (core/shared_reads.py).
+SHARED_INDEXES = (
+    ("jobs_claim", "(queue, priority, seq) WHERE state = 'ready'"),
+    ("jobs_due", "(ready_at_ms) WHERE state = 'delayed'"),
+    ("jobs_held", "(lease_until_ms) WHERE state = 'reserved'"),
+    ("jobs_uid", "(uid) WHERE uid IS NOT NULL"),
+    ("jobs_expiry", "(expires_at_ms) WHERE expires_at_ms IS NOT NULL"),
+    ("jobs_buried", "(queue, seq) WHERE state = 'buried'"),
+)
+
 
 class SharedStore(Store):
     """core.storage.Store for a node in shared mode (see the module docstring). PostgreSQL
@@ -96,6 +110,25 @@ class SharedStore(Store):
                 conn.commit()
             finally:
                 conn.close()
+
+    def ensure_indexes(self) -> list:
+        """Create the shared mode's indexes that are missing or invalid (SHARED_INDEXES), with
+        CREATE INDEX CONCURRENTLY (writers of other nodes go on meanwhile). Call it inside
+        `serialized()`. Returns the names created."""
+        made = []
+        with self.engine.connect() as c:
+            c = c.execution_options(isolation_level="AUTOCOMMIT")
+            for name, spec in SHARED_INDEXES:
+                valid = c.exec_driver_sql(
+                    "SELECT i.indisvalid FROM pg_index i JOIN pg_class x ON x.oid = "
+                    "i.indexrelid WHERE x.relname = %s", (name,)).scalar()
+                if valid:
+                    continue
+                if valid is not None:   # an interrupted build left it invalid
+                    c.exec_driver_sql(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+                c.exec_driver_sql(f"CREATE INDEX CONCURRENTLY {name} ON jobs {spec}")
+                made.append(name)
+        return made
 
     def join(self) -> None:
         """Take the database in shared mode and name this node. Raises StoreLocked when a

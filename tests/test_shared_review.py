@@ -87,3 +87,14 @@ def test_flows_and_dependencies_are_refused_in_shared_mode(nodes):
     assert r == {"ok": False, "error": msg}
     r = q.call("PUSHB", queue="fq", jobs=[{"name": "c", "data": {}, "dependsOn": [jid]}])
     assert r["ok"] is False and msg in r["error"]
+
+
+def test_the_first_node_creates_the_shared_indexes(nodes):
+    """Migrations leave a single-node server's jobs table without secondary indexes; the
+    shared mode's partial indexes come with the first node (valid, built CONCURRENTLY)."""
+    from core.shared_store import SHARED_INDEXES
+    nodes(1)
+    rows = _rows(nodes.url, "SELECT x.relname, i.indisvalid FROM pg_index i JOIN pg_class x "
+                            "ON x.oid = i.indexrelid JOIN pg_class t ON t.oid = i.indrelid "
+                            "WHERE t.relname = 'jobs' AND NOT i.indisprimary")
+    assert sorted(rows) == sorted((name, True) for name, _ in SHARED_INDEXES)

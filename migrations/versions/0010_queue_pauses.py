@@ -7,10 +7,10 @@ leading node deletes the rows that ran out and notifies their queues (core/share
 - `queue`: the queue name; `until_ms`: wall ms when the pause ends; `pause_ms`: its length
   (stats-tube `pause`).
 
-On PostgreSQL also a partial index `jobs_buried (queue, seq) WHERE state = 'buried'` for the
-global `kick` and `peek-buried` (an entry is written only when a job is buried: the put,
-reserve and delete path does not touch it; without it each kick scans the jobs table: 32 ms at
-111,000 rows, benchmarks/shared_admin.py).
+The partial index `jobs_buried (queue, seq) WHERE state = 'buried'` for the global `kick` and
+`peek-buried` (without it each kick scans the jobs table: 32 ms at 111,000 rows,
+benchmarks/shared_admin.py) is created by the first node that joins, with the shared mode's
+other indexes (core/shared_store.py SHARED_INDEXES); the downgrade drops it.
 
 Revision ID: 0010
 Revises: 0009
@@ -31,8 +31,6 @@ def upgrade() -> None:
         sa.Column("until_ms", sa.BigInteger, nullable=False),
         sa.Column("pause_ms", sa.BigInteger, nullable=False),
     )
-    if op.get_bind().dialect.name == "postgresql":
-        op.execute("CREATE INDEX jobs_buried ON jobs (queue, seq) WHERE state = 'buried'")
 
 
 def downgrade() -> None:
