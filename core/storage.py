@@ -46,8 +46,9 @@ def _placeholders(paramstyle: str, n: int) -> list[str]:
 def make_engine(url: str, application_name: str | None = None) -> sa.Engine:
     """Create the SQLAlchemy engine for `url`. A SQLite file's directory must exist: it is
     never created (a mistyped path is an error, not a new empty database). PostgreSQL sessions
-    carry `application_name` (pg_stat_activity) when given, and connect within 10 s unless the
-    URL sets `connect_timeout`."""
+    carry `application_name` (pg_stat_activity) when given, connect within 10 s unless the
+    URL sets `connect_timeout`, and use TCP keepalives (10 s idle, 3 probes 5 s apart) unless
+    the URL sets `keepalives`."""
     u = sa.make_url(url)
     if u.get_backend_name() == "sqlite":
         fast_sqlite_binding()
@@ -58,6 +59,11 @@ def make_engine(url: str, application_name: str | None = None) -> sa.Engine:
         # a host that drops packets must not hold start-up or a commit retry for the
         # system's TCP timeout (minutes); the URL's own connect_timeout wins
         args["connect_timeout"] = 10
+    if "keepalives" not in u.query:
+        # TCP keepalives: a session whose server (or the path to it) died unseen fails within
+        # ~25 s instead of the system default of hours (a claim or a listener would hang)
+        args.update(keepalives=1, keepalives_idle=10, keepalives_interval=5,
+                    keepalives_count=3)
     return sa.create_engine(u, pool_pre_ping=True, connect_args=args)
 
 
