@@ -135,8 +135,8 @@ class ScopedPort:
                 callback(False if v is None else v)
             elif not self._allows(v.queue):
                 callback(False)
-            else:
-                self.base.remove_remote(uid, callback)
+            else:   # the queue seen is the one deleted from (a uid reused meanwhile: no)
+                self.base.remove_remote(uid, callback, v.queue)
         self.base.lookup_remote(uid, checked)
 
     def queue_names(self) -> list:

@@ -61,9 +61,10 @@ class SharedOps:
             callback(row if row is None or isinstance(row, Exception) else node.view_of(row))
         node.query(job_row, (uid,), got)
 
-    def remove_remote(self, uid: str, callback) -> None:
+    def remove_remote(self, uid: str, callback, queue: str | None = None) -> None:
         """Shared mode, workq `delete` of a job this node does not hold: delete its row
-        whatever its state; `callback` later gets True (deleted), False (no such job) or an
-        Exception (the database failed). Raises AttributeError in single-node mode."""
+        whatever its state (only in `queue` when given); `callback` later gets True
+        (deleted), False (no such job) or an Exception (the database failed). Raises
+        AttributeError in single-node mode."""
         from .shared_results import delete_by_uid
-        self._engine.shared.query(delete_by_uid, (uid,), callback)
+        self._engine.shared.query(delete_by_uid, (uid, queue), callback)

@@ -35,20 +35,22 @@ def job_row(conn, uid: str):
         cur.close()
 
 
-def delete_by_uid(conn, uid: str) -> bool:
+def delete_by_uid(conn, uid: str, queue: str | None = None) -> bool:
     """Delete the job named `uid` from the database whatever its state (workq `delete`), with
-    a `delete` history row and NOTIFY jobgate_done; True when there was one. A node that held
-    it finds its row gone: its later writes of it match nothing."""
+    a `delete` history row and NOTIFY jobgate_done; True when there was one (of `queue`, when
+    given). A node that held it finds its row gone: its later writes of it match nothing."""
     cur = conn.cursor()
     try:
         cur.execute(
-            "WITH d AS (DELETE FROM jobs WHERE uid = %s RETURNING id, queue, dialect, uid, "
+            "WITH d AS (DELETE FROM jobs WHERE uid = %s AND (%s::text IS NULL OR queue = %s) "
+            "RETURNING id, queue, dialect, uid, "
             "priority, reserves, length(payload) AS size), "
             "h AS (INSERT INTO job_events (job_id, queue, dialect, event, at_ms, attempt, uid, "
             "priority, payload_size) SELECT id, queue, 'workq', 'delete', "
             "(extract(epoch FROM clock_timestamp()) * 1000)::bigint, reserves, uid, priority, "
             "size FROM d) "
-            f"SELECT count(*), count(pg_notify('{DONE_CHANNEL}', uid)) FROM d", (uid,))
+            f"SELECT count(*), count(pg_notify('{DONE_CHANNEL}', uid)) FROM d",
+            (uid, queue, queue))
         n = cur.fetchone()[0]
         conn.commit()
         return n > 0
