@@ -95,15 +95,17 @@ class SharedStore(LeaderDuties, Store):
     def serialized(self):
         """Hold the join lock (one node at a time) for the block: start-up's migration check,
         so that nodes starting together do not migrate one schema twice."""
-        conn = self.engine.connect()
+        conn = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
         try:
-            conn.exec_driver_sql(f"SELECT pg_advisory_lock({JOIN_KEY})")
-            conn.commit()
+            # tried, not waited for: a session blocked in pg_advisory_lock keeps a statement
+            # (a virtual transaction) open, and the holder's CREATE INDEX CONCURRENTLY waits
+            # for every such transaction to end: two nodes starting together would deadlock
+            while not conn.exec_driver_sql(f"SELECT pg_try_advisory_lock({JOIN_KEY})").scalar():
+                time.sleep(0.05)
             yield
         finally:
             try:
                 conn.exec_driver_sql(f"SELECT pg_advisory_unlock({JOIN_KEY})")
-                conn.commit()
             finally:
                 conn.close()
 

@@ -98,3 +98,28 @@ def test_the_first_node_creates_the_shared_indexes(nodes):
                             "ON x.oid = i.indexrelid JOIN pg_class t ON t.oid = i.indrelid "
                             "WHERE t.relname = 'jobs' AND NOT i.indisprimary")
     assert sorted(rows) == sorted((name, True) for name, _ in SHARED_INDEXES)
+
+
+def test_nodes_started_together_on_a_fresh_database(pg_url, tmp_path):
+    """Three nodes started at the same moment on an empty database: one migrates and creates
+    the shared indexes while the others wait for the join lock (by trying it: a session
+    blocked in pg_advisory_lock would keep CREATE INDEX CONCURRENTLY waiting: a deadlock);
+    all three serve."""
+    import subprocess
+    import sys
+
+    from .support import ROOT, free_port, stop_process, wait_serving
+    cfg = tmp_path / "s.yaml"
+    cfg.write_text("database:\n  mode: shared\n")
+    ports = [free_port() for _ in range(3)]
+    procs = [subprocess.Popen([sys.executable, "-m", "gateway.cli", "serve", "--listen",
+                               f"beanstalk=127.0.0.1:{p}", "--database", pg_url, "--config",
+                               str(cfg), "--log-level", "warning"], cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for p in ports]
+    try:
+        for p, proc in zip(ports, procs):
+            wait_serving(p, proc, timeout=60)
+    finally:
+        for proc in procs:
+            stop_process(proc)
