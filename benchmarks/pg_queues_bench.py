@@ -149,7 +149,14 @@ def run_jobgate(args, template: str, nodes: int, pg_url: str, cpu: CpuWindow) ->
             servers.append(Server(f"node{i}", template, subst, args.ready_timeout).start())
             cpu.server_pids.append(servers[-1].pid)
         ports = [s.port for s in servers]
-        return pgq_jobgate.run(ports, spec_of(args), on_window=cpu.start)
+        res = pgq_jobgate.run(ports, spec_of(args), on_window=cpu.start)
+        if res.get("errors"):   # the nodes' own words first (e.g. one refusing to share a db)
+            time.sleep(0.5)
+            for i, s in reversed(list(enumerate(servers))):
+                rc = s.proc.poll()
+                state = "running" if rc is None else f"exited with {rc}"
+                res["errors"].insert(0, f"node {i} ({state}) log: {s.log_tail(300)!r}")
+        return res
     except Exception as e:
         return {"errors": [f"{type(e).__name__}: {e}"]}
     finally:

@@ -1,5 +1,5 @@
-// pg-boss driver of pg_queues_bench.py: P producer threads (worker_threads, each its own PgBoss
-// instance doing `send` in a closed loop) and, in the main thread, one PgBoss instance whose
+// pg-boss driver of pg_queues_bench.py: P producers (P concurrent `send` loops, closed, on one
+// PgBoss instance with a pool of P, in one worker_thread) and, in the main thread, one PgBoss instance whose
 // `work()` runs `localConcurrency` workers (pg-boss's own fetch + complete loop). The backlog
 // (sent minus completed) is capped through a SharedArrayBuffer, as the Python drivers do.
 //
@@ -39,13 +39,14 @@ function level(enq, done) {
 }
 
 async function producer() {
-  const { spec, idx, enqBuf, doneBuf, ctlBuf } = workerData;
+  // One thread, one PgBoss instance (pool of P connections), P concurrent send loops.
+  const { spec, enqBuf, doneBuf, ctlBuf } = workerData;
   const enq = new BigInt64Array(enqBuf);
   const done = new BigInt64Array(doneBuf);
   const ctl = new BigInt64Array(ctlBuf);   // [start_ns, end_ns], 0 until the main thread sets them
   const { PgBoss } = await loadPgBoss(spec.module_dir);
-  const boss = new PgBoss({ connectionString: spec.url, max: 2, supervise: false, schedule: false,
-                            migrate: false, registerInstance: false });
+  const boss = new PgBoss({ connectionString: spec.url, max: spec.producers, supervise: false,
+                            schedule: false, migrate: false, registerInstance: false });
   boss.on('error', (e) => parentPort.postMessage({ error: String(e && e.message || e) }));
   await boss.start();
   parentPort.postMessage({ ready: true });
@@ -53,11 +54,10 @@ async function producer() {
   const start = Atomics.load(ctl, 0);
   const end = Atomics.load(ctl, 1);
   const cap = BigInt(spec.cap);
-  let enqueued = 0;
-  let error = null;
   const interval = spec.rate ? BigInt(Math.round(spec.producers / spec.rate * 1e9)) : 0n;
-  let nextT = now();
-  try {
+  const loop = async (idx) => {
+    let enqueued = 0;
+    let nextT = now();
     while (true) {
       if (interval) {
         const n = now();
@@ -71,8 +71,14 @@ async function producer() {
       Atomics.add(enq, idx, 1n);
       if (t >= start) enqueued++;
     }
+    return enqueued;
+  };
+  let enqueued = 0;
+  let error = null;
+  try {
+    for (const n of await Promise.all([...Array(spec.producers).keys()].map(loop))) enqueued += n;
   } catch (e) {
-    error = `producer ${idx}: ${e && e.message || e}`;
+    error = `producer: ${e && e.message || e}`;
   }
   parentPort.postMessage({ finished: true, enqueued, error });
 }
@@ -125,9 +131,9 @@ async function main() {
   const threads = [];
   let ready = 0;
   const finished = [];
-  for (let i = 0; i < spec.producers; i++) {
+  for (let i = 0; i < 1; i++) {
     const w = new Worker(new URL(import.meta.url), {
-      workerData: { spec, idx: i, enqBuf, doneBuf, ctlBuf },
+      workerData: { spec, enqBuf, doneBuf, ctlBuf },
     });
     w.on('message', (m) => {
       if (m.ready) ready++;
@@ -145,7 +151,7 @@ async function main() {
     for (const job of jobs) picked.set(job.id, t);
   });
   const readyBy = Date.now() + 60000;
-  while (ready < spec.producers && Date.now() < readyBy && errors.length === 0) await sleep(5);
+  while (ready < 1 && Date.now() < readyBy && errors.length === 0) await sleep(5);
   const t0 = now();
   start = t0 + BigInt(Math.round(spec.warmup_s * 1e9));
   end = start + BigInt(Math.round(spec.duration_s * 1e9));
@@ -154,7 +160,7 @@ async function main() {
   process.stdout.write(`window ${start} ${end}\n`);
   while (now() < end) await sleep(Math.max(1, Math.min(200, Number(end - now()) / 1e6)));
   const waitBy = Date.now() + 10000;
-  while (finished.length < spec.producers && Date.now() < waitBy) await sleep(5);
+  while (finished.length < 1 && Date.now() < waitBy) await sleep(5);
   let enqueued = 0;
   for (const f of finished) {
     enqueued += f.enqueued;

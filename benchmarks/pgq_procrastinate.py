@@ -50,7 +50,7 @@ async def _apply_schema(conninfo: str) -> None:
 
 def producer(idx: int, spec: dict, backlog: Backlog, barrier, ctl, pipe) -> None:
     async def body():
-        app, task = make_app(spec["conninfo"], 2)
+        app, task = make_app(spec["conninfo"], 1)   # one defer at a time: one connection
         async with app.open_async():
             await asyncio.to_thread(barrier.wait, 60)
             start, end = ctl[0], ctl[1]
