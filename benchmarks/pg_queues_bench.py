@@ -1,6 +1,6 @@
 """jobgate against Procrastinate and pg-boss on one local PostgreSQL (issue 19): every target runs
 the same cycle, enqueue -> fetch -> complete, with 100-byte payloads carrying their enqueue time,
-P producers and W workers (default 4 and 32) at the same time for --duration seconds after a
+P producers and W workers (default 8 and 32) at the same time for --duration seconds after a
 --warmup; jobs/s counts the completions inside the timed window. Latencies (ms): end-to-end
 (enqueue -> completion acknowledged) and fetch (enqueue -> the job in a worker's hands).
 
@@ -273,8 +273,8 @@ def parse_args(argv=None):
     ap.add_argument("--warmup", type=float, default=2.0, help="untimed seconds first (default 2)")
     ap.add_argument("--repeat", type=int, default=1, help="runs per target; the median run "
                     "(by jobs/s) is shown (default 1)")
-    ap.add_argument("--producers", type=int, default=4, help="producer processes/threads "
-                    "(default 4)")
+    ap.add_argument("--producers", type=int, default=8, help="concurrent producers "
+                    "(default 8)")
     ap.add_argument("--workers", type=int, default=32, help="concurrent workers (default 32)")
     ap.add_argument("--cap", type=int, default=64, help="at most this many jobs enqueued and not "
                     "yet completed; producers wait (default 64, 2 per worker)")
