@@ -202,6 +202,11 @@ def summarize(target: str, nodes: int, raw: dict, cpu: dict) -> dict:
            "fetch_ms": {"n": len(fetch), "p50": percentile(fetch, 50),
                         "p99": percentile(fetch, 99), "max": fetch[-1] if fetch else None},
            **{k: round(v, 1) for k, v in cpu.items()}}
+    used = sum(row.get(k) or 0.0 for k in ("pg_cpu_pct", "srv_cpu_pct", "app_cpu_pct"))
+    if cpu and row["jobs_per_s"]:
+        # CPU of the whole stack (PostgreSQL + servers + producers/workers) per job, in us:
+        # steadier than jobs/s when a neighbour takes CPU
+        row["stack_cpu_us_per_job"] = round(used / 100 / row["jobs_per_s"] * 1e6, 1)
     if errors:
         row["error"] = "; ".join(errors)[:500]
     elif not row["completed"]:
@@ -217,10 +222,11 @@ def label(r: dict) -> str:
 
 def print_table(rows: list[dict], out=sys.stdout) -> None:
     print("\nenqueue -> fetch -> complete (latency ms: e2e = enqueue to completion acknowledged, "
-          "fetch = enqueue to the job in a worker's hands; cpu % of one core):", file=out)
+          "fetch = enqueue to the job in a worker's hands; cpu % of one core; us/job: CPU of "
+          "pg + srv + app per job):", file=out)
     hdr = (f"{'target':<16} {'nodes':>5} {'jobs/s':>9} {'e2e p50':>8} {'e2e p99':>8} "
            f"{'fetch p50':>9} {'fetch p99':>9} {'pg cpu':>6} {'srv cpu':>7} {'app cpu':>7} "
-           f"{'other':>5}  note")
+           f"{'other':>5} {'us/job':>6}  note")
     print(hdr, file=out)
     print("-" * len(hdr), file=out)
     for r in rows:
@@ -234,13 +240,17 @@ def print_table(rows: list[dict], out=sys.stdout) -> None:
         if r.get("failed_runs"):
             notes.append(f"{r['failed_runs']} run(s) failed")
 
+        us = r.get("stack_cpu_us_per_job")
+        us = "-" if us is None else f"{us:.0f}"
+
         def pc(k):
             return "-" if r.get(k) is None else f"{r[k]:.0f}%"
         print(f"{r['target']:<16} {r['nodes']:>5} {fmt_rate(r['jobs_per_s']):>9} "
               f"{fmt_ms(r['e2e_ms']['p50']):>8} {fmt_ms(r['e2e_ms']['p99']):>8} "
               f"{fmt_ms(r['fetch_ms']['p50']):>9} {fmt_ms(r['fetch_ms']['p99']):>9} "
               f"{pc('pg_cpu_pct'):>6} {pc('srv_cpu_pct'):>7} {pc('app_cpu_pct'):>7} "
-              f"{pc('other_cpu_pct'):>5}  "
+              f"{pc('other_cpu_pct'):>5} "
+              f"{us:>6}  "
               + ", ".join(notes), file=out)
     rate = {label(r): r["jobs_per_s"] for r in rows if r.get("completed")}
     ratios = []
