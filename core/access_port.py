@@ -47,7 +47,7 @@ JOB_ID = {"job": None, "peek": None, "check_lease": NOT_ACTIVE, "renew": False,
           "progress_event": False}
 OWNER_JOB = {"reserve_job": None, "release": False, "bury": False, "touch": False,
              "delete": False}
-UID = ("find", "lookup")
+UID = ("find", "lookup", "wait_result_uid", "lookup_remote", "remove_remote")
 LISTING = ("queue_names", "queue_views", "subscribe", "count_events", "observe",
            "failed_counts", "add_webhook",
            "remove_webhook", "set_webhook_enabled", "webhook", "webhooks", "cron_get",
@@ -58,7 +58,8 @@ PASS = ("clock", "persistence", "restore", "tick", "next_due", "set_wakeup", "se
         "dependency_met", "cancel_result_wait", "create", "of", "scoped", "storage_down",
         "set_storage_state", "storage_state", "webhook_stats", "webhooks_version",
         "set_webhook_allow", "restore_webhooks", "webhook_delivered", "on_webhooks_changed",
-        "dialect_records", "dialect_record", "set_dialect_record", "feed_stats")
+        "dialect_records", "dialect_record", "set_dialect_record", "feed_stats", "shared",
+        "share")
 
 
 class ScopedPort:
@@ -105,6 +106,32 @@ class ScopedPort:
         """Port.lookup; None for a job of a disallowed queue."""
         v = self.base.lookup(uid)
         return v if v is None or self._allows(v.queue) else None
+
+    def _filtered(self, callback):
+        def answer(v):
+            ok = v is None or isinstance(v, Exception) or not hasattr(v, "queue") \
+                or self._allows(v.queue)
+            callback(v if ok else None)
+        return answer
+
+    def wait_result_uid(self, uid, timeout_ms, callback):
+        """Port.wait_result_uid; a job of a disallowed queue is answered as no such job."""
+        return self.base.wait_result_uid(uid, timeout_ms, self._filtered(callback))
+
+    def lookup_remote(self, uid, callback) -> None:
+        """Port.lookup_remote; a job of a disallowed queue is answered as no such job."""
+        self.base.lookup_remote(uid, self._filtered(callback))
+
+    def remove_remote(self, uid, callback) -> None:
+        """Port.remove_remote, only for a job of an allowed queue (else answered False)."""
+        def checked(v):
+            if v is None or isinstance(v, Exception):
+                callback(False if v is None else v)
+            elif not self._allows(v.queue):
+                callback(False)
+            else:
+                self.base.remove_remote(uid, callback)
+        self.base.lookup_remote(uid, checked)
 
     def queue_names(self) -> list:
         """Port.queue_names, allowed queues only."""

@@ -35,6 +35,7 @@ from .port_feed import FeedOps
 from .port_flows import FlowOps
 from .port_jobs import JobOps
 from .port_settings import SettingsOps
+from .port_shared import SharedOps, fire_due, open_shared_store
 from .port_webhooks import WebhookOps
 from .transitions import IllegalTransition
 from .views import adapter, queue_view, reserved, server_stats
@@ -42,7 +43,7 @@ from .webhooks import (EVENT_KINDS, WEBHOOK_EVENTS, AllowList, Registry as _Webh
                        WebhookView, address_refused, parse_host, split_url)
 
 __all__ = [
-    "Port", "Owner", "Persistence", "open_store", "Store", "StorePort", "StoreLocked",
+    "Port", "Owner", "Persistence", "open_store", "open_shared_store", "fire_due", "Store", "StorePort", "StoreLocked",
     "SystemClock", "ManualClock", "Event", "Subscription", "JobPolicy", "Failure", "JobView",
     "QueueView", "Reserved", "ServerStats", "IllegalTransition", "TIMED_OUT", "DEADLINE_SOON",
     "WAITING", "TOKEN_CHECKED", "TOKEN_REQUIRED", "TOKEN_IGNORED", "LEASE_OK", "NOT_ACTIVE",
@@ -78,7 +79,7 @@ def open_store(url: str, sqlite_synchronous: str = "NORMAL"):
     return Store(url, sqlite_synchronous)
 
 
-class Port(JobOps, FlowOps, WebhookOps, SettingsOps, DialectOps, FeedOps):
+class Port(JobOps, FlowOps, WebhookOps, SettingsOps, DialectOps, FeedOps, SharedOps):
     """The engine port (see the module docstring). Build one with `Port.create()`, or wrap an
     engine with `Port.of(engine)` (one port per engine).
 
@@ -131,6 +132,8 @@ class Port(JobOps, FlowOps, WebhookOps, SettingsOps, DialectOps, FeedOps):
         from .recovery import restore
         self._engine.load_settings(store.load_records("queue_settings"))
         _load_dialect_state(self._engine, store.load_records("dialect_state"))
+        if self._engine.shared is not None:
+            return 0   # shared mode: the jobs stay in the database (core/shared.py)
         n = restore(self._engine, store.stream())
         self._engine.cron.restore(store.load_records("cron_schedules"))
         return n
@@ -236,19 +239,6 @@ class Port(JobOps, FlowOps, WebhookOps, SettingsOps, DialectOps, FeedOps):
         e = self._engine
         return [queue_view(e, e.queues[n]) for n in e.queue_order]
 
-    def priority_counts(self, queue: str, delayed: bool = True) -> dict:
-        """Ready (and, with `delayed`, delayed but not blocked) jobs of `queue` per rank."""
-        e = self._engine
-        q = e.queues.get(queue)
-        out: dict = {}
-        if q is None:
-            return out
-        for x in (q.ready + q.delayed) if delayed else q.ready:
-            j = x[3]
-            if j.hver == x[2] and not (j.ext is not None and j.ext.get("deps")):
-                out[j.priority] = out.get(j.priority, 0) + 1
-        return out
-
     # ------------------------------------------------------------- owners
     def new_owner(self, dialect: str, margin: bool = True, durable: bool = False,
                   ttr_ms: int = 0, name: str | None = None) -> Owner:
@@ -320,12 +310,15 @@ class Port(JobOps, FlowOps, WebhookOps, SettingsOps, DialectOps, FeedOps):
         return o
 
     def reserve(self, owner: Owner, queues: list, timeout_ms, callback,
-                mode: int = TOKEN_CHECKED, ttr_ms: int = 0, worker: str | None = None):
+                mode: int = TOKEN_CHECKED, ttr_ms: int = 0, worker: str | None = None,
+                batch: int = 1):
         """Reserve the most urgent ready job of `queues` for `owner`: a Reserved; or
         DEADLINE_SOON (beanstalk margin); TIMED_OUT when `timeout_ms` is 0; else WAITING, and
         `callback` later gets a Reserved, TIMED_OUT (after `timeout_ms` ms; None: never) or
         DEADLINE_SOON. Longest waiter first. `mode`: the lease's token mode; `ttr_ms` (non-zero):
-        the lease's TTR for this owner from now on; `worker`: its name from now on."""
+        the lease's TTR for this owner from now on; `worker`: its name from now on; `batch`:
+        how many jobs the caller will take when it wakes (reserve_many for the rest: in shared
+        mode the claim brings that many)."""
         o = owner._o
         if ttr_ms:
             o.ttr_ms = ttr_ms
@@ -334,9 +327,18 @@ class Port(JobOps, FlowOps, WebhookOps, SettingsOps, DialectOps, FeedOps):
         if owner._cb != callback:   # the same bound method each time: one adapter
             owner._cb = callback
             owner._adapter = adapter(self._engine, reserved, callback)
-        r = self._engine.reserve(o, queues, timeout_ms, owner._adapter, mode)
+        e = self._engine
+        r = e.reserve(o, queues, timeout_ms, owner._adapter, mode)
         if r.__class__ is Job:
-            return reserved(self._engine, r)
+            return reserved(e, r)
+        if e.shared is not None:   # shared mode: the ready jobs are in the database
+            if batch > 1:
+                e.shared.want_more(queues, batch - 1)
+            if r is TIMED_OUT:     # one claim round first (core/shared.py, probes)
+                e.shared.probe(e.reserve(o, queues, None, owner._adapter, mode))
+                return WAITING
+            if r is not DEADLINE_SOON:
+                e.shared.wait_started()
         return r if r is TIMED_OUT or r is DEADLINE_SOON else WAITING
 
     def reserve_many(self, owner: Owner, queue: str, n: int, mode: int = TOKEN_CHECKED,

@@ -85,6 +85,64 @@ class CronView(NamedTuple):
 
 
 # ----------------------------------------------------------------------------- schedules
+#: advance()'s verdicts
+FIRE, SKIP, DROP = "fire", "skip", "drop"
+
+
+def _after(scheduled: int, every: int, now: int) -> int:
+    """The first `scheduled + k * every` (k >= 1) strictly after `now`."""
+    k = max(1, (now - scheduled) // every + 1)
+    return scheduled + k * every
+
+
+def advance(s, now: int) -> str:
+    """One due time of schedule `s` at wall ms `now` (reference CronExecution): DROP when it
+    is exhausted (maxLimit reached) or its expression has no next match (nothing changed);
+    SKIP when a repeatEvery run came too soon after the last one (overlap: next_run moved on,
+    no job); FIRE otherwise (executions counted, next_run moved on; missed repeatEvery
+    intervals collapse into this run): the caller creates the job and stores the schedule."""
+    if s.max_limit is not None and s.executions >= s.max_limit:
+        return DROP   # exhausted: the reference drops it at its next due time
+    scheduled = s.next_run
+    if s.schedule:
+        try:
+            nxt = next_run_ms(s.schedule, now, s.tz)
+        except CronError:   # no match left (or its zone vanished): it will never run again
+            return DROP
+    else:
+        nxt = scheduled + s.every
+        if s.last_fired is not None and now - s.last_fired < s.every * OVERLAP_FRACTION:
+            s.next_run = _after(scheduled, s.every, now)   # overlap: skipped
+            return SKIP
+    s.executions += 1
+    if s.every is not None and nxt <= now:
+        nxt = _after(scheduled, s.every, now)   # missed intervals collapse into this run
+    s.next_run = nxt
+    s.last_fired = now
+    return FIRE
+
+
+def schedule_of(r: dict):
+    """The schedule of a stored cron_schedules row `r` (dict: name, queue, next_run_ms,
+    executions, spec bytes), as the engine keeps it (next_run None when the row has none)."""
+    spec = msgpack.unpackb(r["spec"], raw=False, strict_map_key=False)
+    s = _Schedule()
+    s.name, s.queue = r["name"], r["queue"]
+    s.executions = int(r["executions"])
+    s.next_run = r["next_run_ms"]
+    s.schedule = spec.get("schedule")
+    s.every = spec.get("repeatEvery")
+    s.tz = spec.get("timezone")
+    s.max_limit = spec.get("maxLimit")
+    s.skip_missed = spec.get("skipMissed", True)
+    s.seq = spec.get("seq", 0)
+    s.info = spec.get("info") or {}
+    jl = spec["job"]
+    s.job = CronJob(bytes(jl[0]), *jl[1:])
+    s.last_fired = None
+    return s
+
+
 class _Schedule:
     __slots__ = ("name", "queue", "schedule", "every", "tz", "max_limit", "executions",
                  "next_run", "job", "info", "skip_missed", "seq", "gen", "last_fired")
@@ -112,6 +170,9 @@ class CronTable:
 
     def __init__(self, engine) -> None:
         self.engine = engine
+        #: False on a node in shared mode: the leader fires the stored schedules in the
+        #: database (core/shared_cron.py); this table only keeps what clients set here
+        self.firing = True
         self.by_name: dict[str, _Schedule] = {}   # insertion order = CronList order
         self.heap: list = []                       # (next_run wall ms, gen, schedule)
         self._gen = 0
@@ -177,7 +238,7 @@ class CronTable:
         h = self.heap
         while h and h[0][2].gen != h[0][1]:
             heappop(h)
-        if not h:
+        if not h or not self.firing:
             return None
         c = self.engine.clock
         return c.monotonic_ms() + min(h[0][0] - c.wall_ms(), SAFETY_MS)
@@ -185,7 +246,7 @@ class CronTable:
     def tick(self) -> None:
         """Fire every schedule due at the clock's wall time (reference CronExecution.tick)."""
         h = self.heap
-        if not h:
+        if not h or not self.firing:
             return
         now = self.engine.clock.wall_ms()
         while h and h[0][0] <= now:
@@ -195,37 +256,14 @@ class CronTable:
             self._run(s, now)
 
     def _run(self, s: _Schedule, now: int) -> None:
-        if s.max_limit is not None and s.executions >= s.max_limit:
-            self.delete(s.name)   # exhausted: the reference drops it at its next due time
+        step = advance(s, now)
+        if step is DROP:
+            self.delete(s.name)
             return
-        scheduled = s.next_run
-        if s.schedule:
-            try:
-                nxt = next_run_ms(s.schedule, now, s.tz)
-            except CronError:   # no match left (or its zone vanished): it will never run again
-                self.delete(s.name)
-                return
-        else:
-            nxt = scheduled + s.every
-            if s.last_fired is not None and now - s.last_fired < s.every * OVERLAP_FRACTION:
-                s.next_run = self._after(scheduled, s.every, now)   # overlap: skipped
-                self._push(s)
-                self._store(s)
-                return
-        s.executions += 1
-        if s.every is not None and nxt <= now:
-            nxt = self._after(scheduled, s.every, now)   # missed intervals collapse into this run
-        s.next_run = nxt
-        s.last_fired = now
-        self._fire(s)
+        if step is FIRE:
+            self._fire(s)
         self._push(s)
         self._store(s)   # after the job: both in the journal's open batch
-
-    @staticmethod
-    def _after(scheduled: int, every: int, now: int) -> int:
-        """The first `scheduled + k * every` (k >= 1) strictly after `now`."""
-        k = max(1, (now - scheduled) // every + 1)
-        return scheduled + k * every
 
     def _fire(self, s: _Schedule) -> None:
         j = s.job
@@ -265,21 +303,7 @@ class CronTable:
         now = self.engine.clock.wall_ms()
         loaded = []
         for r in rows:
-            spec = msgpack.unpackb(r["spec"], raw=False, strict_map_key=False)
-            s = _Schedule()
-            s.name, s.queue = r["name"], r["queue"]
-            s.executions = int(r["executions"])
-            s.next_run = r["next_run_ms"]
-            s.schedule = spec.get("schedule")
-            s.every = spec.get("repeatEvery")
-            s.tz = spec.get("timezone")
-            s.max_limit = spec.get("maxLimit")
-            s.skip_missed = spec.get("skipMissed", True)
-            s.seq = spec.get("seq", 0)
-            s.info = spec.get("info") or {}
-            jl = spec["job"]
-            s.job = CronJob(bytes(jl[0]), *jl[1:])
-            s.last_fired = None
+            s = schedule_of(r)
             if s.next_run is None:
                 s.next_run = now
             if s.skip_missed and s.next_run < now:

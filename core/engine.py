@@ -91,6 +91,7 @@ class Engine(Queues, Scheduling, Outcomes, Extras, Flows, Limits, Moves):
         self.dependents: dict = {}   # uid -> ids of jobs waiting for it to complete
         self.cron = CronTable(self)  # cron schedules (core/cron.py), fired from tick()
         self.dialect_state: dict = {}   # dialect records (core/port_dialect.py)
+        self.shared = None   # core.shared.SharedNode in shared mode (several nodes, one database)
         for name in pinned:
             self.queue(name)
 

@@ -288,6 +288,9 @@ class Persistence:
         return self._j.commit_mark()
 
     def take(self):
+        sh = self._e.shared
+        if sh is not None:   # shared mode: the jobs nobody here holds go back (core/shared.py)
+            sh.spill()
         return self._j.take(self._e.next_id)
 
     def done(self, batch) -> None:

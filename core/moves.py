@@ -83,6 +83,10 @@ class Moves:
         self._arm(job.deadline)
         if job.lease_mode == TOKEN_REQUIRED and self.journal is not None:
             self._emit(job, row, RESERVED, job.owner.dialect)   # no event: the row only
+        elif self.shared is not None:
+            # shared mode: the row's lease deadline moves too, so that no other node's
+            # rescuer takes the job before its new deadline (core/shared_store.py)
+            self.journal.mark(job)
 
     def delete(self, owner: Owner | None, id: int, dialect: str = "", force: bool = False,
                event: str = "delete") -> bool:

@@ -32,6 +32,19 @@ class JobOps:
         job = self._engine.find_uid(uid)
         return None if job is None else job_view(self._engine, job)
 
+    def priority_counts(self, queue: str, delayed: bool = True) -> dict:
+        """Ready (and, with `delayed`, delayed but not blocked) jobs of `queue` per rank."""
+        e = self._engine
+        q = e.queues.get(queue)
+        out: dict = {}
+        if q is None:
+            return out
+        for x in (q.ready + q.delayed) if delayed else q.ready:
+            j = x[3]
+            if j.hver == x[2] and not (j.ext is not None and j.ext.get("deps")):
+                out[j.priority] = out.get(j.priority, 0) + 1
+        return out
+
     def peek(self, id: int) -> JobView | None:
         """Job `id` in a state beanstalk sees (not completed), or None."""
         job = self._engine.peek(id)
@@ -223,6 +236,8 @@ class JobOps:
 
     def cancel_result_wait(self, handle) -> bool:
         """Withdraw a result wait (its client is gone); a run's job is deleted."""
+        if getattr(handle, "remote", False):   # shared mode: a wait for a job not here
+            return handle.cancel()
         return self._engine.cancel_result_wait(handle)
 
     # ------------------------------------------------------------ listing

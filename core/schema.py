@@ -48,6 +48,11 @@ jobs = sa.Table(
     sa.Column("lease_token", sa.String(64), nullable=True),
     sa.Column("lease_owner", sa.String(128), nullable=True),
     sa.Column("lease_until_ms", sa.BigInteger, nullable=True),
+    # several nodes on one PostgreSQL (migration 0009, core/shared_store.py): the node whose
+    # client holds a reserved job, and the claim order (FIFO across nodes; PostgreSQL fills
+    # it from sequence jobgate_job_seq at insert, SQLite leaves it NULL)
+    sa.Column("node", sa.String(128), nullable=True),
+    sa.Column("seq", sa.BigInteger, nullable=True),
     # No index on uid: the engine keeps uids unique (one writer, every live job in memory), and
     # a unique index over random UUIDs costs a random index page per insert (migration 0002).
 )

@@ -19,8 +19,8 @@ import argparse
 import sys
 
 from . import registry
-from .config import (DURABILITY, ConfigError, check_database_scheme, check_database_url,
-                     hide_password, load, parse_listen_flag)
+from .config import (DATABASE_MODES, DURABILITY, ConfigError, check_database_scheme,
+                     check_database_url, check_shared, hide_password, load, parse_listen_flag)
 from .startup import EXIT_CONFIG, EXIT_LOCKED, EXIT_OK, StartupError, bind_all, report
 from .version import version
 
@@ -36,6 +36,8 @@ def build_config(args, check_db: bool = True):
                          for f in map(parse_listen_flag, args.listen)]
     if getattr(args, "database", None):
         cfg.database_url = check_database_scheme(args.database, "--database")
+    if getattr(args, "database_mode", None):
+        cfg.database_mode = args.database_mode
     if getattr(args, "durability", None):
         cfg.durability = args.durability
     if getattr(args, "log_level", None):
@@ -43,6 +45,7 @@ def build_config(args, check_db: bool = True):
     if args.cmd == "serve":
         from .access import prepare   # TLS files and the access rule (exit 2 when refused)
         prepare(cfg)
+    check_shared(cfg)
     if check_db and (cfg.durability != "memory" or args.cmd == "migrate"):
         check_database_url(cfg.database_url)
     return cfg
@@ -70,6 +73,9 @@ def main(argv=None) -> int:
                    help="listen address, or DIALECT=unix:/path (repeatable); replaces the "
                         f"configured listeners. DIALECT: {dialects}")
     s.add_argument("--database", metavar="URL", help="SQLAlchemy database URL")
+    s.add_argument("--database-mode", choices=DATABASE_MODES,
+                   help="single (default): this server owns the database; shared: one of "
+                        "several nodes on one PostgreSQL (docs/scaling.md)")
     s.add_argument("--durability", choices=DURABILITY)
     s.add_argument("--log-level", choices=("debug", "info", "warning", "error"))
     m = sub.add_parser("migrate", help="create or upgrade the database schema")

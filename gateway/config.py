@@ -14,6 +14,8 @@ A file looks like this (every key optional; unknown keys are an error naming the
       url: sqlite:///jobgate.db                     # or postgresql+psycopg://user@host/db
       sqlite_synchronous: normal                    # normal | full
       writer_thread: auto                           # auto | on | off (see Config)
+      mode: single                                  # single | shared (PostgreSQL, docs/scaling.md)
+      poll_interval_ms: 1000                        # shared: claim poll when no NOTIFY came
     durability: commit                              # commit | buffered | memory
     history:
       enabled: true
@@ -117,6 +119,11 @@ class Config:
     #: off for SQLite (a CPU-bound commit under the GIL: measured faster on the loop,
     #: docs/performance.md).
     writer_thread: str = "auto"
+    #: "single": this server owns the database (the default); "shared": one of several nodes
+    #: on one PostgreSQL (issue 19, docs/scaling.md), durability commit or buffered
+    database_mode: str = "single"
+    #: shared mode: ms between claim polls for waiting reservers when no NOTIFY woke them
+    poll_interval_ms: int = 1000
     durability: str = "commit"
     history_enabled: bool = True
     history_retention_days: int = 30
@@ -231,7 +238,16 @@ def from_dict(raw) -> Config:
     if "listeners" in raw:
         ls = _keys(raw["listeners"], registry.names(), "listeners")
         c.listeners = [parse_listener(k, v, f"listeners.{k}") for k, v in ls.items()]
-    db = _keys(raw.get("database"), ("url", "sqlite_synchronous", "writer_thread"), "database")
+    db = _keys(raw.get("database"), ("url", "sqlite_synchronous", "writer_thread", "mode",
+                                     "poll_interval_ms"), "database")
+    if "mode" in db:
+        c.database_mode = _choice(db["mode"], "database.mode", DATABASE_MODES)
+    if "poll_interval_ms" in db:
+        v = db["poll_interval_ms"]
+        if not isinstance(v, int) or isinstance(v, bool) or not 10 <= v <= 60_000:
+            raise ConfigError("config key 'database.poll_interval_ms': must be an integer "
+                              "from 10 to 60000 (ms)")
+        c.poll_interval_ms = v
     if "writer_thread" in db:
         v = db["writer_thread"]
         v = {True: "on", False: "off"}.get(v, v)   # YAML reads a bare on/off as a boolean
@@ -288,6 +304,28 @@ def from_dict(raw) -> Config:
         if k in wh:
             setattr(c, attr, _int(wh[k], f"webhooks.{k}", lo, hi))
     return c
+
+
+#: database.mode values: one server per database, or nodes sharing one PostgreSQL
+DATABASE_MODES = ("single", "shared")
+
+
+def check_shared(cfg) -> None:
+    """Raise ConfigError unless shared mode (`database.mode: shared`) has what it needs: a
+    PostgreSQL URL, durability commit or buffered, and no glidemq listener."""
+    if cfg.database_mode != "shared":
+        return
+    if not cfg.database_url.startswith("postgresql"):
+        raise ConfigError("config key 'database.mode': shared needs a PostgreSQL database.url "
+                          f"(postgresql+psycopg://...), not {hide_password(cfg.database_url)!r}")
+    if cfg.durability == "memory":
+        raise ConfigError("config key 'database.mode': shared needs durability commit or "
+                          "buffered, not memory")
+    if any(lst.dialect == "glidemq" for lst in cfg.listeners):
+        # its per-queue id counters are a node's own records: two nodes would hand out the
+        # same glide-mq job ids (docs/scaling.md)
+        raise ConfigError("config key 'database.mode': the glidemq listener is not supported "
+                          "in shared mode yet (its per-queue job ids are per node)")
 
 
 #: The database URL schemes jobgate stores jobs in (SQLAlchemy's; `postgresql` is psycopg 3).

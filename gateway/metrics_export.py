@@ -75,6 +75,7 @@ class JobgateCollector(Collector):
         yield from self._connections()
         yield from self._bunqueue()
         yield from self._beanstalkd(views)
+        yield from self._shared()
 
     # ---------------------------------------------------------------- jobgate_*
     def _jobs(self, views, failed: dict):
@@ -143,6 +144,27 @@ class JobgateCollector(Collector):
                                 "during an outage", value=1 if st["available"] else 0)
         yield CounterMetricFamily("jobgate_storage_outages", "Times storage became "
                                   "unavailable", value=st["outages"])
+
+    def _shared(self):
+        """Shared mode (docs/scaling.md): this node's claims, wake-ups and leader duties."""
+        sh = self.rt.shared
+        if sh is None:
+            return
+        yield GaugeMetricFamily("jobgate_shared_leader", "1 while this node leads the shared "
+                                "nodes (promotions, evictions, cron, rescues)",
+                                value=1 if sh.leader else 0)
+        for name, doc, value in (
+                ("claims", "Claim statements run for reservers waiting here", sh.claims),
+                ("claimed_jobs", "Jobs claimed from the database", sh.claimed),
+                ("spilled_jobs", "Jobs given back to the database at a commit",
+                 sh.node.spilled),
+                ("notifications", "jobgate_ready notifications received", sh.notified),
+                ("promoted_jobs", "Delayed jobs made ready by this node as leader",
+                 sh.promoted),
+                ("evicted_jobs", "Expired jobs evicted by this node as leader", sh.evicted),
+                ("rescued_jobs", "Dead nodes' expired reservations returned by this node",
+                 sh.rescued)):
+            yield CounterMetricFamily(f"jobgate_shared_{name}", doc, value=value)
 
     def _connections(self):
         rt = self.rt

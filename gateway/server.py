@@ -82,13 +82,18 @@ class Runtime:
         db_path = None
         if config.durability != "memory":
             from .startup import open_database   # checked, locked, migrated (StartupError)
-            self.store = open_database(config.database_url, config.sqlite_synchronous)
+            self.store = open_database(config.database_url, config.sqlite_synchronous,
+                                       mode=config.database_mode)
             if self.store.is_sqlite:
                 import sqlalchemy as sa
                 db_path = sa.make_url(config.database_url).database
         self.port = Port.create(self.clock, durable=self.store is not None,
                                 history=config.history_enabled)
         self.restored = 0
+        self.shared = None   # gateway.shared.SharedLink on a node in shared mode
+        if config.database_mode == "shared" and self.store is not None:
+            from .shared import SharedLink
+            self.shared = SharedLink(self.port, self.store, config.poll_interval_ms, self.clock)
         self.port.set_webhook_allow(config.webhook_allow)
         if self.store is not None:
             self.restored = self.port.restore(self.store)
@@ -150,12 +155,16 @@ class Runtime:
 
     async def _retention(self) -> None:
         """Prune job_events older than history.retention_days: min(60 s, the interval) after
-        start, then every history.prune_interval_s seconds (default hourly)."""
+        start, then every history.prune_interval_s seconds (default hourly); in shared mode
+        only while this node leads."""
         import anyio.to_thread
         days = self.config.history_retention_days
         every = self.config.history_prune_interval_s
         await anyio.sleep(min(60, every))
         while True:
+            if self.shared is not None and not self.shared.leader:
+                await anyio.sleep(every)   # shared mode: the leader prunes (docs/scaling.md)
+                continue
             before = self.clock.wall_ms() - days * 86_400_000
             try:
                 n = await anyio.to_thread.run_sync(self.store.prune_events, before)
@@ -307,6 +316,8 @@ class Runtime:
                                                            and not self.store.is_sqlite),
                                      port=self.port)
                 tg.start_soon(self.writer.run)
+                if self.shared is not None:
+                    tg.start_soon(self.shared.run)
                 if self.config.history_retention_days > 0:
                     tg.start_soon(self._retention)
                 if self.store.is_sqlite:

@@ -221,27 +221,36 @@ def database_error(value: str, e: BaseException, connecting: bool) -> StartupErr
     return StartupError(EXIT_DATABASE, value, f"cannot use the database: {text}")
 
 
-def open_database(url: str, sqlite_synchronous: str = "normal", lock: bool = True):
+def open_database(url: str, sqlite_synchronous: str = "normal", lock: bool = True,
+                  mode: str = "single"):
     """The server's store for `url`: checked (SQLite: check_sqlite_path), opened, locked
     (`lock`: one server per database) and migrated when its schema is not current. Returns the
-    core.api StorePort. Raises StartupError (EXIT_DB_PATH, EXIT_DATABASE) or core.api.StoreLocked;
-    the original error is the StartupError's __cause__ (printed at log level debug)."""
+    core.api StorePort. `mode` "shared": a node's store (core.api.open_shared_store), migrated
+    one node at a time and joined instead of locked. Raises StartupError (EXIT_DB_PATH,
+    EXIT_DATABASE) or core.api.StoreLocked; the original error is the StartupError's __cause__
+    (printed at log level debug)."""
     import sqlalchemy as sa
 
-    from core.api import StoreLocked, open_store
+    from core.api import StoreLocked, open_shared_store, open_store
     from migrations import upgrade_if_needed
     u = sa.make_url(url)
     value = u.render_as_string(hide_password=True)
     if u.get_backend_name() == "sqlite" and u.database and u.database != ":memory:":
         check_sqlite_path(value, os.path.abspath(u.database))
-    store = open_store(url, sqlite_synchronous)
+    shared = mode == "shared"
+    store = open_shared_store(url) if shared else open_store(url, sqlite_synchronous)
     connecting = True
     try:
-        if lock:
+        if lock and not shared:
             store.lock()
         with store.engine.connect():
             connecting = False
-        upgrade_if_needed(store.engine)
+        if shared:
+            with store.serialized():
+                upgrade_if_needed(store.engine)
+            store.join()
+        else:
+            upgrade_if_needed(store.engine)
     except StoreLocked:
         store.close()
         raise

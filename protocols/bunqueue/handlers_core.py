@@ -250,8 +250,8 @@ def _pull(sess, cmd: dict, batch: bool):
     name = cmd.get("owner")
     worker = str(name) if name else sess.name
     jobs = e.reserve_many(sess.owner, queue, count, mode, ttl, worker)
-    if jobs or not timeout:
-        return _pull_reply(sess, jobs, locked, batch)
+    if jobs or not (timeout or e.shared):   # shared mode: ready jobs are in the database,
+        return _pull_reply(sess, jobs, locked, batch)   # a claim round answers (core/shared.py)
     rid = sess.rid
     w_owner = sess.wait_owner(ttl, worker)
 
@@ -267,7 +267,7 @@ def _pull(sess, cmd: dict, batch: bool):
             got += e.reserve_many(w_owner, queue, count - 1, mode)
         sess.later(rid, _pull_reply(sess, got, locked, batch))
 
-    w = e.reserve(w_owner, [queue], int(timeout), done, mode)
+    w = e.reserve(w_owner, [queue], int(timeout or 0), done, mode, batch=count)
     if w is not WAITING:
         return _pull_reply(sess, [] if w is TIMED_OUT else [w], locked, batch)
     sess.waits.add(cancel)

@@ -33,12 +33,30 @@ def job_list(sess, jobs) -> Spliced:
     return Spliced({"ok": True}, [("jobs", _array([job_body(j) for j in jobs]))])
 
 
+def _or_remote(sess, id, answer):
+    """`answer(view)` for the job `id` names: at once when this node has it; in shared mode,
+    for a job another node or the database holds, later (PENDING), from its row
+    (docs/scaling.md); `answer(None)` when there is no such job."""
+    job = find(sess, id)
+    e = sess.port
+    if job is not None or not e.shared or id.__class__ is not str:
+        return answer(job)
+    rid = sess.rid
+
+    def got(view):
+        if not sess.closed:
+            sess.later(rid, answer(None if isinstance(view, Exception) else view))
+    e.lookup_remote(id, got)
+    return PENDING
+
+
 @command("GetJob")
 def get_job(sess, cmd: dict):
-    job = find(sess, cmd.get("id"))
-    if job is None:
-        return err("Job not found")
-    return Spliced({"ok": True}, [("job", job_body(job, full=True))])
+    def answer(job):
+        if job is None:
+            return err("Job not found")
+        return Spliced({"ok": True}, [("job", job_body(job, full=True))])
+    return _or_remote(sess, cmd.get("id"), answer)
 
 
 @command("GetJobByCustomId")
@@ -52,17 +70,19 @@ def get_job_by_custom_id(sess, cmd: dict):
 @command("GetState")
 def get_state(sess, cmd: dict):
     id = cmd.get("id")
-    job = find(sess, id)
-    return {"ok": True, "id": id, "state": "unknown" if job is None else state_name(job)}
+    return _or_remote(sess, id, lambda job: {
+        "ok": True, "id": id, "state": "unknown" if job is None else state_name(job)})
 
 
 @command("GetResult")
 def get_result(sess, cmd: dict):
     id = cmd.get("id")
-    job = find(sess, id)
-    if job is None or job.result is None or not job.result_ok:
-        return {"ok": True, "id": id, "result": UNDEFINED}
-    return Spliced({"ok": True, "id": id}, [("result", result_body(job))])
+
+    def answer(job):
+        if job is None or job.result is None or not job.result_ok:
+            return {"ok": True, "id": id, "result": UNDEFINED}
+        return Spliced({"ok": True, "id": id}, [("result", result_body(job))])
+    return _or_remote(sess, id, answer)
 
 
 def not_active(sess, job) -> str | None:
@@ -88,14 +108,14 @@ def get_progress(sess, cmd: dict):
 @command("WaitJob")
 def wait_job(sess, cmd: dict):
     job = find(sess, cmd.get("id"))
-    if job is None:
+    e = sess.port
+    if job is None and not (e.shared and isinstance(cmd.get("id"), str)):
         return err("Job not found")
     t = cmd.get("timeout")
     msg = number_error(t, "timeout", 0, 600000)
     if msg:
         return err(msg)
     timeout = 30000 if t is None else int(t)
-    e = sess.port
     rid = sess.rid
 
     def reply(j):
@@ -105,9 +125,15 @@ def wait_job(sess, cmd: dict):
 
     def done(j):
         sess.waits.discard(cancel)
-        sess.later(rid, reply(j))
+        if j is None or isinstance(j, Exception):   # shared mode: no such job
+            sess.later(rid, err("Job not found"))
+        else:
+            sess.later(rid, reply(j))
 
-    r = e.wait_result(job.id, timeout, done)
+    if job is None:   # shared mode: not on this node, its row answers (docs/scaling.md)
+        r = e.wait_result_uid(cmd["id"], timeout, done)
+    else:
+        r = e.wait_result(job.id, timeout, done)
     if r.__class__ is JobView or r is TIMED_OUT:
         return reply(r)
 

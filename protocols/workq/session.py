@@ -313,10 +313,16 @@ class Session:
         if not u[1] and id is None:   # the reference ignores this error: +OK, nothing deleted
             return R.OK
         if id is None:
+            if e.shared:   # not on this node: delete its row (docs/scaling.md)
+                e.remove_remote(u[0], self._removed)
+                return WAIT
             return R.NOT_FOUND
         e.remove(id, "workq")
         self.need_commit = True
         return R.OK
+
+    def _removed(self, ok) -> None:
+        self._wake(R.OK if ok is True else R.NOT_FOUND)
 
     def _result(self, c):
         if c.flags:
@@ -330,6 +336,9 @@ class Session:
             return INVALID_TIMEOUT
         id = e.find(u[0])
         if id is None:
+            if e.shared:   # not on this node: its row answers (docs/scaling.md)
+                self._waiter = e.wait_result_uid(u[0], wait, self._result_done)
+                return WAIT
             return R.NOT_FOUND
         r = e.wait_result(id, wait, self._result_done)
         if r is TIMED_OUT:
@@ -342,8 +351,16 @@ class Session:
     def _result_done(self, outcome) -> None:
         if outcome is TIMED_OUT:
             self._wake(R.TIMEOUT)
+        elif outcome is None or isinstance(outcome, Exception):   # shared mode: gone
+            self._wake(R.NOT_FOUND)
         else:
             self._wake(R.result_reply(outcome.uid, outcome))
+
+    def _inspected(self, view) -> None:
+        if view is None or isinstance(view, Exception):
+            self._wake(R.NOT_FOUND)
+        else:
+            self._wake(R.jobs_reply([R.job_entry(view)]))
 
     # ---------------------------------------------------------------- inspect
     def _inspect(self, c):
@@ -360,6 +377,9 @@ class Session:
             if n != 2 or c.flags:
                 return ARGS
             id = self._lookup(a[1], check_v4=False)
+            if id is R.NOT_FOUND and self.port.shared:   # its row answers (docs/scaling.md)
+                self.port.lookup_remote(parse_id(a[1])[0], self._inspected)
+                return WAIT
             if id.__class__ is bytes:
                 return id
             return R.jobs_reply([R.job_entry(self.port.job(id))])

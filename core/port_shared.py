@@ -1,0 +1,65 @@
+"""The port's shared-mode operations (issue 19, docs/scaling.md), a base of core.api.Port as
+the other port_*.py: whether this engine is a node in shared mode, and making it one."""
+from __future__ import annotations
+
+
+def open_shared_store(url: str):
+    """The SQL store of a node in shared mode (core.shared_store.SharedStore) for PostgreSQL
+    `url`: the caller runs the migrations inside `store.serialized()`, then `store.join()`.
+    Raises ValueError for another database, sqlalchemy errors when it cannot connect."""
+    from .shared_store import SharedStore
+    return SharedStore(url)
+
+
+def fire_due(conn, now_ms: int, ids) -> int:
+    """The shared-mode leader's cron round (core.shared_cron.fire_due): fire the stored
+    schedules due by `now_ms` with job ids from `ids`; returns how many runs fired."""
+    from .shared_cron import fire_due as fire
+    return fire(conn, now_ms, ids)
+
+
+class SharedOps:
+    """Shared-mode operations of core.api.Port (which provides `_engine`)."""
+
+    @property
+    def shared(self) -> bool:
+        """True on a node in shared mode (several nodes on one PostgreSQL: docs/scaling.md):
+        jobs nobody here holds are in the database, so a reserve that must not wait answers
+        after one claim round (`reserve` with `timeout_ms` 0 returns WAITING)."""
+        return self._engine.shared is not None
+
+    def share(self, node: str):
+        """Make this engine a node in shared mode named `node` (before serving; core/shared.py).
+        Returns the core.shared.SharedNode for the gateway's claims (gateway/shared.py)."""
+        from .shared import SharedNode
+        e = self._engine
+        e.shared = SharedNode(e, node)
+        e.cron.firing = False   # the leader fires the stored schedules (core/shared_cron.py)
+        return e.shared
+
+    def wait_result_uid(self, uid: str, timeout_ms: int, callback):
+        """Shared mode: wait for the result of the job named `uid` that is not on this node
+        (workq `result`, bunqueue WaitJob; core/shared_results.py). Returns a handle for
+        cancel_result_wait; `callback` later gets the finished JobView, None (no such job),
+        TIMED_OUT (after `timeout_ms` ms; <= 0: after one read) or an Exception (the database
+        failed: answer the dialect's server error). Raises AttributeError in single-node
+        mode (callers check `shared`)."""
+        return self._engine.shared.results.wait(uid, timeout_ms, callback)
+
+    def lookup_remote(self, uid: str, callback) -> None:
+        """Shared mode: `callback` later gets a JobView of the job named `uid` as its row is
+        in the database (a job this node does not hold), None when there is none, or an
+        Exception (the database failed). Raises AttributeError in single-node mode."""
+        from .shared_results import job_row
+        node = self._engine.shared
+
+        def got(row) -> None:
+            callback(row if row is None or isinstance(row, Exception) else node.view_of(row))
+        node.query(job_row, (uid,), got)
+
+    def remove_remote(self, uid: str, callback) -> None:
+        """Shared mode, workq `delete` of a job this node does not hold: delete its row
+        whatever its state; `callback` later gets True (deleted), False (no such job) or an
+        Exception (the database failed). Raises AttributeError in single-node mode."""
+        from .shared_results import delete_by_uid
+        self._engine.shared.query(delete_by_uid, (uid,), callback)

@@ -1,0 +1,260 @@
+"""The engine's side of a node in shared mode (issue 19, docs/scaling.md): several jobgate
+processes on one PostgreSQL, the database the source of truth for jobs that nobody holds.
+
+A node's engine keeps only what is its own: the jobs its clients hold (reserved), its waiting
+reservers, its timers. Every other job lives in the database:
+
+- **Spill.** Before each group commit (`spill()`, called by the journal's `take`), every local
+  job that is not reserved (ready, delayed, buried, finished) leaves the engine's indexes and
+  is written with its state; the store (core/shared_store.py) clears its node and NOTIFYs its
+  queue, so any node may claim it. A job put here and reserved here before the commit never
+  leaves: its row is inserted reserved, held by this node.
+- **Claim.** Reservers that wait here make demand (`demand()`: queue -> how many); the gateway
+  claims that many ready rows per queue (`SELECT ... FOR UPDATE SKIP LOCKED`, reserved for this
+  node) and hands them to `load()`, which indexes them as ready and serves the waiters,
+  longest waiter first, as for a local put. A claimed job no waiter takes any more is spilled
+  back at the next commit.
+- **Probes.** A reserve that must not wait (beanstalk `reserve-with-timeout 0`, a bunqueue PULL
+  without timeout) cannot answer TIMED_OUT from memory: the ready jobs are in the database.
+  It waits for one claim round instead, and `end_probes()` times it out after that round.
+
+Units: ms. Nothing here does I/O (the gateway's gateway/shared.py runs the statements).
+"""
+from __future__ import annotations
+
+import msgpack
+
+from .model import BURIED, COMPLETED, DELAYED, READY, RESERVED, TIMED_OUT
+from .paging import compact_ids
+from .shared_results import RemoteWaits
+from .views import job_view
+
+#: the engine's state objects by their stored names
+_STATE = {x: x for x in (BURIED, COMPLETED, DELAYED, READY, RESERVED)}
+
+#: ids a node hands out from one block of sequence jobgate_job_ids (migration 0009)
+ID_BLOCK = 1_000_000
+#: ask for the next block when fewer ids than this are left in the current one
+ID_REFILL = 500_000
+#: switch to the next block (at a commit) when fewer ids than this are left
+ID_SWITCH = 100_000
+#: at most this many jobs claimed for one queue in one claim
+CLAIM_MAX = 100
+
+class SharedNode:
+    """The shared-mode state of one engine (core.engine.Engine): see the module docstring.
+
+    `node`: this node's name (core/shared_store.py `SharedStore.node`); `on_demand()` (set by
+    the gateway) is called when a reserver starts waiting here, so that a claim runs soon;
+    `on_ids()` when the id block runs low (the gateway fetches the next with `set_block`).
+    """
+
+    #: ids in one block of sequence jobgate_job_ids
+    block_size = ID_BLOCK
+
+    def __init__(self, engine, node: str) -> None:
+        self.e = engine
+        self.node = node
+        self.probes: list = []        # waiters that answer TIMED_OUT after the next claim round
+        self.in_round: list = []      # probes the claim running now answers for
+        self.more: dict = {}          # queue -> extra jobs batch reserves asked for
+        self.on_demand = None
+        self.on_ids = None
+        self.on_query = None          # gateway: on_query(fn, args, callback), see query()
+        self.results = RemoteWaits(self)   # result waits for jobs not here (shared_results)
+        self.block_end = 0            # the end (exclusive) of the current id block
+        self.next_block = 0           # the start of the next block, 0 while not fetched
+        self.asking_ids = False
+        self.spilled = 0              # jobs given back to the database (stats)
+        # heap-entry versions of claimed jobs: a job spilled and claimed back is a new object
+        # with the same id, and the stale heap entries of the old one must never tie with
+        # the new one's (a tie would compare Job objects): each claim starts 2**16 higher
+        self._hver = 1 << 32
+        self.claimed = 0              # jobs claimed from it
+        self.fresh: list = []         # jobs claimed since the last commit (spill candidates)
+        self.held_back: dict = {}     # id -> job kept for a local result waiter (checked again)
+
+    # ---------------------------------------------------------------- queries
+    def query(self, fn, args: tuple, callback) -> None:
+        """Run `fn(conn, *args)` (a function of core that reads or writes the shared tables
+        on a DB-API connection and commits) off the event loop, then `callback(result)` on
+        it; on a database error `callback` gets the exception instead (an Exception
+        instance: the dialect answers its server error). The gateway sets `on_query`."""
+        self.on_query(fn, args, callback)
+
+    # ------------------------------------------------------------------ ids
+    def set_block(self, start: int) -> None:
+        """A block of ids from the sequence: [start, start + ID_BLOCK). The first one is used
+        at once; later ones when the current block runs low (at a commit)."""
+        self.asking_ids = False
+        if self.block_end == 0:
+            self.e.next_id = start
+            self.block_end = start + ID_BLOCK
+        else:
+            self.next_block = start
+
+    def _check_ids(self) -> None:
+        left = self.block_end - self.e.next_id
+        if left < ID_SWITCH and self.next_block:
+            self.e.next_id = self.next_block
+            self.block_end = self.next_block + ID_BLOCK
+            self.next_block = 0
+            left = ID_BLOCK
+        if left < ID_REFILL and not self.next_block and not self.asking_ids \
+                and self.on_ids is not None:
+            self.asking_ids = True
+            self.on_ids()
+
+    # ---------------------------------------------------------------- spill
+    def spill(self) -> None:
+        """Give every local job that nobody here holds back to the database (see the module
+        docstring): out of the engine's indexes and maps, marked for the commit being taken.
+        Jobs a result waiter here waits for stay until it is answered."""
+        e = self.e
+        self._check_ids()
+        waiters = e.result_waiters
+        j = e.journal
+        jobs = e.jobs
+        # only jobs changed since the last commit, or claimed since, can have left the
+        # reserved state: the others were spilled already or are still held
+        fresh, self.fresh = self.fresh, []
+        held, self.held_back = self.held_back, {}
+        gone = {}
+        for job in [*j.dirty.values(), *fresh, *held.values()]:
+            if job.state is RESERVED or jobs.get(job.id) is not job:
+                continue
+            if waiters and job.id in waiters:
+                self.held_back[job.id] = job   # spilled once its waiter is answered
+                continue
+            gone[job.id] = job
+        if not gone:
+            return
+        for job in gone.values():
+            q = e.queues[job.queue]
+            e._leave(job, q)          # counts and heap entries (stale now); state kept
+            del e.jobs[job.id]
+            if job.uid is not None:
+                e.by_uid.pop(job.uid, None)
+            if job.ext is not None:
+                e._unindex(job)
+            q.ids_dead += 1
+            if q.ids_dead > (len(q.ids) >> 1) + 1024:
+                compact_ids(e, q)
+            j.mark(job)               # its row is written with the state it has
+            e._gc(q)
+        self.spilled += len(gone)
+
+    # ---------------------------------------------------------------- claim
+    def demand(self) -> dict:
+        """queue name -> how many jobs to claim for it: its waiting reservers plus what batch
+        reserves asked for (want_more), at most CLAIM_MAX, for the queues not paused here."""
+        e = self.e
+        now = e.clock.monotonic_ms()
+        out = {}
+        more = self.more
+        for name, q in e.queues.items():
+            if q.waiting and q.paused_until <= now:
+                out[name] = min(q.waiting + more.get(name, 0), CLAIM_MAX)
+        return out
+
+    def want_more(self, queues: list, n: int) -> None:
+        """A waiting batch reserve (bunqueue PULLB) will take `n` more jobs of `queues` than
+        one when it wakes: the next claim round brings them (then forgotten)."""
+        for name in queues:
+            self.more[name] = self.more.get(name, 0) + n
+
+    def wait_started(self) -> None:
+        """A reserver started waiting here (the port calls it): claim soon."""
+        if self.on_demand is not None:
+            self.on_demand()
+
+    def probe(self, waiter) -> None:
+        """`waiter` (a Waiter without timeout) answers TIMED_OUT after the next claim round
+        unless a claimed job reaches it first."""
+        self.probes.append(waiter)
+        self.wait_started()
+
+    def start_round(self) -> dict:
+        """A claim round starts now: its demand (see demand()); the probes waiting now are
+        answered by this round (end_probes), later ones by the next."""
+        self.in_round += self.probes
+        self.probes = []
+        d = self.demand()
+        self.more = {}
+        return d
+
+    def end_probes(self) -> None:
+        """After a claim round: every probe it answered for that is still waiting times out."""
+        if not self.in_round:
+            return
+        probes, self.in_round = self.in_round, []
+        e = self.e
+        for w in probes:
+            if not w.done:
+                e._finish_waiter(w)
+                w.callback(TIMED_OUT)
+
+    def _job_of(self, r: dict):
+        """A Job (core.records) made from jobs row `r`, indexed nowhere; its state is the
+        row's, its times monotonic as the engine keeps them."""
+        e = self.e
+        job = e.new_job(r["id"], r["queue"], bytes(r["payload"]), r["priority"],
+                        r["ttr_ms"], r["delay_ms"], r["created_ms"], r["dialect"], r["uid"])
+        job.reserves = r["reserves"]
+        for name in ("timeouts", "releases", "buries", "kicks", "fails", "ttl_ms",
+                     "max_attempts", "max_fails", "sched_ms"):
+            v = r[name]
+            if v:
+                setattr(job, name, v)
+        if r["payload_fmt"]:
+            job.fmt = r["payload_fmt"]
+        if r["extras"] is not None:
+            job.ext = msgpack.unpackb(bytes(r["extras"]), raw=False, strict_map_key=False)
+        if r["result"] is not None:
+            job.result = bytes(r["result"])
+            job.result_ok = bool(r["result_ok"])
+        job.state = _STATE.get(r["state"], r["state"])
+        return job
+
+    def view_of(self, r: dict):
+        """A JobView (core.model) of jobs row `r` as it is in the database (for a job that
+        is not here: results, peeks); a reserved or delayed one shows no time left."""
+        job = self._job_of(r)
+        st = job.state
+        if st is RESERVED or st is DELAYED:
+            job.state = READY          # its deadline is another node's: none shown here
+            v = job_view(self.e, job)
+            return v._replace(state=st)
+        return job_view(self.e, job)
+
+    def load(self, rows: list) -> None:
+        """Index claimed rows (dicts of jobs columns, reserved for this node in the database)
+        as ready jobs here and serve the waiting reservers; then end the probes. A row whose
+        id is already here (cannot happen while claims are exclusive) is skipped."""
+        e = self.e
+        now_mono = e.clock.monotonic_ms()
+        now_wall = e.clock.wall_ms()
+        touched = []
+        for r in rows:
+            if r["id"] in e.jobs:
+                continue
+            job = self._job_of(r)
+            job.reserves = max(0, r["reserves"] - 1)   # the local reserve counts it again
+            job.in_db = 1
+            e.jobs[job.id] = job
+            if job.uid is not None:
+                e.by_uid[job.uid] = job
+            if job.ext is not None:
+                e.index_extras(job)
+            if r["expires_at_ms"] is not None:
+                e._expire_at(job, now_mono + (r["expires_at_ms"] - now_wall))
+            q = e.queue(job.queue)   # not in q.ids: that listing is of jobs put here
+            job.hver = self._hver
+            self._hver += 1 << 16
+            e._to_ready(job, q)
+            self.fresh.append(job)
+            touched.append(q)
+        self.claimed += len(touched)
+        for q in touched:
+            e._serve(q)
+        self.end_probes()

@@ -1,0 +1,166 @@
+"""Result waits across nodes (issue 19, docs/scaling.md "Wake-ups across nodes"): workq
+`result` and bunqueue `WaitJob` on a node that does not hold the job.
+
+In shared mode a job that nobody on this node holds is a row in the database. A client that
+waits for its result registers a `RemoteWait` here; the node reads the row (`job_row`, on its
+claim thread through SharedNode.query) at once and again on every `jobgate_done` notification
+for the job's uid (sent in the transaction that stored its result or deleted it:
+core/shared_store.py), and answers when the row holds a result (completed, or failed for good),
+or when it is gone (None: the job was deleted). A wait ends with TIMED_OUT after its timeout;
+the timers are checked by the gateway every 100 ms (so a timeout is up to 100 ms late).
+
+Units: ms (timeouts), monotonic ms (deadlines).
+"""
+from __future__ import annotations
+
+from heapq import heappop, heappush
+
+from .model import TIMED_OUT
+from .schema import jobs as _jobs_table
+
+DONE_CHANNEL = "jobgate_done"
+_COLS = tuple(c.name for c in _jobs_table.columns)
+
+
+def job_row(conn, uid: str):
+    """The jobs row (a dict) whose uid is `uid`, or None. Runs on the caller's connection and
+    ends its transaction."""
+    cur = conn.cursor()
+    try:
+        cur.execute(f"SELECT {', '.join(_COLS)} FROM jobs WHERE uid = %s", (uid,))
+        r = cur.fetchone()
+        conn.commit()
+        return None if r is None else dict(zip(_COLS, r))
+    finally:
+        cur.close()
+
+
+def delete_by_uid(conn, uid: str) -> bool:
+    """Delete the job named `uid` from the database whatever its state (workq `delete`), with
+    a `delete` history row and NOTIFY jobgate_done; True when there was one. A node that held
+    it finds its row gone: its later writes of it match nothing."""
+    cur = conn.cursor()
+    try:
+        cur.execute(
+            "WITH d AS (DELETE FROM jobs WHERE uid = %s RETURNING id, queue, dialect, uid, "
+            "priority, reserves, length(payload) AS size), "
+            "h AS (INSERT INTO job_events (job_id, queue, dialect, event, at_ms, attempt, uid, "
+            "priority, payload_size) SELECT id, queue, 'workq', 'delete', "
+            "(extract(epoch FROM clock_timestamp()) * 1000)::bigint, reserves, uid, priority, "
+            "size FROM d) "
+            f"SELECT count(*), count(pg_notify('{DONE_CHANNEL}', uid)) FROM d", (uid,))
+        n = cur.fetchone()[0]
+        conn.commit()
+        return n > 0
+    except BaseException:
+        conn.rollback()
+        raise
+    finally:
+        cur.close()
+
+
+class RemoteWait:
+    """A result wait for the job named `uid` on another node (a handle for
+    Port.cancel_result_wait). `callback(outcome)` is called once: a JobView of the finished
+    job, None when there is no such job, TIMED_OUT, or an Exception (the database failed)."""
+
+    __slots__ = ("uid", "callback", "deadline", "done", "owner")
+    remote = True
+
+    def __init__(self, owner, uid: str, callback, deadline: int) -> None:
+        self.owner = owner
+        self.uid = uid
+        self.callback = callback
+        self.deadline = deadline
+        self.done = False
+
+    def cancel(self) -> bool:
+        """Withdraw the wait without calling back; True if it was still waiting."""
+        if self.done:
+            return False
+        self.done = True
+        self.owner._drop(self)
+        return True
+
+
+class RemoteWaits:
+    """The result waits of one node (core.shared.SharedNode `results`)."""
+
+    def __init__(self, node) -> None:
+        self.node = node
+        self.by_uid: dict = {}      # uid -> [RemoteWait]
+        self.heap: list = []        # (deadline, seq, RemoteWait)
+        self._seq = 0
+        self._reading: dict = {}    # uid -> True while a read runs, "again" after a hint
+
+    def wait(self, uid: str, timeout_ms: int, callback) -> RemoteWait:
+        """Wait up to `timeout_ms` ms (<= 0: one read only) for the result of job `uid`."""
+        now = self.node.e.clock.monotonic_ms()
+        w = RemoteWait(self, uid, callback, now + max(0, timeout_ms))
+        self.by_uid.setdefault(uid, []).append(w)
+        if timeout_ms > 0:
+            self._seq += 1
+            heappush(self.heap, (w.deadline, self._seq, w))
+        self._read(uid, final=timeout_ms <= 0)
+        return w
+
+    def hint(self, uid: str) -> None:
+        """A `jobgate_done` notification named `uid`: read its row again if anyone waits."""
+        if uid in self.by_uid:
+            self._read(uid)
+
+    def expire(self) -> None:
+        """Answer TIMED_OUT to every wait past its deadline."""
+        now = self.node.e.clock.monotonic_ms()
+        h = self.heap
+        while h and h[0][0] <= now:
+            w = heappop(h)[2]
+            if not w.done:
+                self._answer(w, TIMED_OUT)
+
+    # ------------------------------------------------------------------ inside
+    def _read(self, uid: str, final: bool = False) -> None:
+        if uid in self._reading:
+            self._reading[uid] = "again"
+            return
+        self._reading[uid] = True
+
+        def answered(row) -> None:
+            again = self._reading.pop(uid, None) == "again"
+            self._got(uid, row, final)
+            if again and uid in self.by_uid:
+                self._read(uid)
+        self.node.query(job_row, (uid,), answered)
+
+    def _got(self, uid: str, row, final: bool) -> None:
+        waits = self.by_uid.get(uid)
+        if not waits:
+            return
+        if isinstance(row, Exception):
+            outcome = row
+        elif row is None:
+            outcome = None
+        elif row["result"] is not None:
+            outcome = self.node.view_of(row)
+        elif final:
+            outcome = TIMED_OUT
+        else:
+            return
+        for w in list(waits):
+            if not w.done:
+                self._answer(w, outcome)
+
+    def _answer(self, w: RemoteWait, outcome) -> None:
+        w.done = True
+        self._drop(w)
+        w.callback(outcome)
+
+    def _drop(self, w: RemoteWait) -> None:
+        waits = self.by_uid.get(w.uid)
+        if waits is not None:
+            try:
+                waits.remove(w)
+            except ValueError:
+                pass
+            if not waits:
+                del self.by_uid[w.uid]

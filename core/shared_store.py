@@ -1,0 +1,332 @@
+"""The shared storage mode's statements (issue 19, docs/scaling.md): several jobgate nodes on
+one PostgreSQL. `SharedStore` is the SQL store of core/storage.py plus what a node needs to
+share the jobs table with other nodes:
+
+- `join()`: take the database in shared mode (a shared advisory lock: single-node servers take
+  it exclusively, so the two modes exclude each other), get this node's name and its first
+  block of job ids from sequence jobgate_job_ids (migration 0009).
+- `write()`: the group commit as in single-node mode, then one statement that marks the rows
+  written in the batch: reserved rows held by this node (with a lease deadline), every other
+  row held by nobody, and `NOTIFY jobgate_ready, '<queue>'` for each queue that got a ready
+  row. Its commit mark is this node's own `jobgate_meta` row (`commit_seq:<node>`): no row
+  that all nodes update on the hot path.
+- `claim()`: `FOR UPDATE SKIP LOCKED` over partial index jobs_claim, one LIMIT per queue.
+- `promote()`, `rescue()`: due delayed jobs to ready; expired reservations of dead nodes back
+  to ready (a node is dead when its liveness lock, held by its listener session, is free).
+- `listen()`, `try_lead()`: the listener session's LISTEN, liveness lock and leader lock.
+
+Each method that takes `conn` runs on the caller's DB-API connection (psycopg 3, from
+`raw()`), on the caller's thread, and commits. Times are wall ms. Errors: the driver's
+(psycopg.Error) from the methods that take `conn`; StoreLocked from `join()`.
+"""
+from __future__ import annotations
+
+import os
+import time
+from contextlib import contextmanager
+
+from . import schema
+from .shared import ID_BLOCK
+from .shared_results import DONE_CHANNEL
+from .storage import Store
+from .storage_upkeep import PG_LOCK_KEY
+from .store_port import StoreLocked
+
+#: advisory lock class (first int4 key) of a node's liveness lock; the second key is the node's
+#: number. "jgnd" in ASCII.
+NODE_LOCK_CLASS = int.from_bytes(b"jgnd", "big") & 0x7FFFFFFF
+#: the leader's advisory lock (one int8 key): "jglead" in ASCII
+LEADER_KEY = int.from_bytes(b"jglead", "big")
+#: serialises nodes joining (the id sequence catching up with single-node ids)
+JOIN_KEY = int.from_bytes(b"jgjoin", "big")
+#: the NOTIFY channel of ready jobs (payload: the queue name)
+READY_CHANNEL = "jobgate_ready"
+
+_COLS = tuple(c.name for c in schema.jobs.columns)
+
+
+class SharedStore(Store):
+    """core.storage.Store for a node in shared mode (see the module docstring). PostgreSQL
+    only: raises ValueError for another database. `node` (after `join()`): this node's name,
+    `<host>:<pid>:<number>`; `number`: its int4 key; `first_block`: its first id block."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        if self.is_sqlite or self.engine.dialect.name != "postgresql":
+            raise ValueError("database.mode shared needs PostgreSQL")
+        self.node = ""
+        self.number = 0
+        self.first_block = 0
+        self._join_conn = None
+        self._batch = None
+        self._mine = ""
+        ret = ", ".join(f"j.{c}" for c in _COLS)
+        self._sql_claim = (
+            "WITH w AS (SELECT * FROM unnest(%s::text[], %s::int[]) AS w(q, n)), "
+            "c AS (SELECT x.id FROM w CROSS JOIN LATERAL (SELECT id FROM jobs "
+            "WHERE queue = w.q AND state = 'ready' ORDER BY priority, seq LIMIT w.n "
+            "FOR UPDATE SKIP LOCKED) x) "
+            "UPDATE jobs j SET state = 'reserved', node = %s, reserves = j.reserves + 1, "
+            "lease_until_ms = %s + j.ttr_ms FROM c WHERE j.id = c.id "
+            f"RETURNING {ret}")
+
+    # ---------------------------------------------------------------- joining
+    def lock(self, wait_s: float = 5.0) -> None:
+        """Shared mode takes the database with join(), not the single-node lock."""
+
+    @contextmanager
+    def serialized(self):
+        """Hold the join lock (one node at a time) for the block: start-up's migration check,
+        so that nodes starting together do not migrate one schema twice."""
+        conn = self.engine.connect()
+        try:
+            conn.exec_driver_sql(f"SELECT pg_advisory_lock({JOIN_KEY})")
+            conn.commit()
+            yield
+        finally:
+            try:
+                conn.exec_driver_sql(f"SELECT pg_advisory_unlock({JOIN_KEY})")
+                conn.commit()
+            finally:
+                conn.close()
+
+    def join(self) -> None:
+        """Take the database in shared mode and name this node. Raises StoreLocked when a
+        single-node server holds the database."""
+        conn = self.engine.connect()
+        got = conn.exec_driver_sql(
+            f"SELECT pg_try_advisory_lock_shared({PG_LOCK_KEY})").scalar()
+        conn.commit()
+        if not got:
+            conn.close()
+            raise StoreLocked(
+                f"a single-node jobgate server is using {self.describe()} (it holds advisory "
+                f"lock {PG_LOCK_KEY}); stop it before starting nodes in shared mode")
+        self._join_conn = conn
+        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({JOIN_KEY})")
+        # ids stored by a single-node server (or a node of an older schema) stay below the
+        # blocks: move the sequence past them
+        top = conn.exec_driver_sql(
+            "SELECT GREATEST(COALESCE((SELECT max(id) FROM jobs), 0), "
+            "COALESCE((SELECT value FROM jobgate_meta WHERE key = 'next_id'), 1))").scalar()
+        last, called = conn.exec_driver_sql(
+            "SELECT last_value, is_called FROM jobgate_job_ids").one()
+        if (last + ID_BLOCK if called else last) <= top:
+            conn.exec_driver_sql("SELECT setval('jobgate_job_ids', %s, false)",
+                                 ((top // ID_BLOCK + 1) * ID_BLOCK + 1,))
+        start = conn.exec_driver_sql("SELECT nextval('jobgate_job_ids')").scalar()
+        self.first_block = start
+        self.number = (start // ID_BLOCK) & 0x7FFFFFFF
+        self.node = f"{os.uname().nodename}:{os.getpid()}:{self.number}"
+        self._seq_key = f"commit_seq:{self.node}"[:64]
+        conn.exec_driver_sql(
+            "INSERT INTO jobgate_meta (key, value) VALUES (%s, 0) ON CONFLICT (key) DO NOTHING",
+            (self._seq_key,))
+        conn.commit()
+        self._sql_read_seq = f"SELECT value FROM jobgate_meta WHERE key = '{self._seq_key}'"
+        # a row another node holds now (its reservation here expired and was rescued while
+        # this node was cut off) is never overwritten or deleted from here
+        self._mine = f" AND (node IS NULL OR node = '{self.node}')"
+        for name in ("_sql_move", "_sql_reservation", "_sql_result", "_sql_payload"):
+            setattr(self, name, getattr(self, name) + self._mine)
+
+    def close(self) -> None:
+        """Forget this node's commit mark row and release the shared lock and connections."""
+        if self._join_conn is not None:
+            try:
+                self._join_conn.exec_driver_sql("DELETE FROM jobgate_meta WHERE key = %s",
+                                                (self._seq_key,))
+                self._join_conn.commit()
+                self._join_conn.close()
+            except Exception:  # the server is stopping; the row is only a mark
+                pass
+            self._join_conn = None
+        super().close()
+
+    def raw(self):
+        """A new DB-API connection (psycopg 3) of this store's pool, for a thread of its own."""
+        return self.engine.raw_connection()
+
+    # ---------------------------------------------------------------- writes
+    def write(self, batch, verify: bool = False) -> None:
+        """Store.write, then the shared-mode marks (module docstring) in the same
+        transaction."""
+        self._batch = batch
+        try:
+            if verify or self._seq_base is None:
+                super().write(batch, verify)   # reads its commit mark back: one at a time
+                return
+            raw = self._wconn
+            if raw is None:
+                raw = self._wconn = self.engine.raw_connection()
+            # psycopg 3 pipeline mode: the batch's statements go out without waiting for
+            # each other's answers, one round trip to the commit instead of one per statement
+            with raw.driver_connection.pipeline():
+                super().write(batch, verify)
+        finally:
+            self._batch = None
+
+    def set_next_id(self, conn, next_id: int, commit_seq: int) -> None:
+        """Only this node's commit mark: ids come from sequence jobgate_job_ids."""
+        conn.exec_driver_sql("UPDATE jobgate_meta SET value = %s WHERE key = %s",
+                             (commit_seq, self._seq_key))
+
+    def write_records(self, conn, records: list) -> None:
+        super().write_records(conn, records)
+        b = self._batch
+        if b is None:
+            return
+        ids = [r[0] for r in b.inserts]
+        ids += [r[0] for r in b.inserts_full]
+        ids += [r[-1] for r in b.moves]
+        ids += [r[-1] for r in b.reservations]
+        ids += [r[-1] for r in b.results]
+        if ids:
+            conn.exec_driver_sql(
+                "WITH u AS (UPDATE jobs SET "
+                "node = CASE WHEN state = 'reserved' THEN %s END, "
+                "lease_until_ms = CASE WHEN state = 'reserved' "
+                "THEN COALESCE(lease_until_ms, %s + ttr_ms) END "
+                f"WHERE id = ANY(%s){self._mine} "
+                "RETURNING queue, state, uid, result IS NOT NULL AS fin) "
+                f"SELECT count(pg_notify('{READY_CHANNEL}', q)) FROM "
+                "(SELECT DISTINCT queue AS q FROM u WHERE state = 'ready') s "
+                f"UNION ALL SELECT count(pg_notify('{DONE_CHANNEL}', uid)) FROM u "
+                "WHERE fin AND uid IS NOT NULL",
+                (self.node, _wall_ms(), ids))
+
+    def delete_jobs(self, conn, ids: list) -> None:
+        """Remove deleted jobs' rows and NOTIFY jobgate_done with each uid (a result waiter
+        on another node learns that the job is gone: core/shared_results.py)."""
+        if ids:
+            conn.exec_driver_sql(
+                f"WITH d AS (DELETE FROM jobs WHERE id = ANY(%s){self._mine} RETURNING uid) "
+                f"SELECT count(pg_notify('{DONE_CHANNEL}', uid)) FROM d "
+                "WHERE uid IS NOT NULL", (ids,))
+
+    # ---------------------------------------------------------- node's reads
+    def claim(self, conn, demand: dict, now_ms: int) -> list:
+        """Reserve for this node up to demand[queue] ready jobs of each queue, most urgent
+        first (priority, then seq), skipping rows other nodes are claiming. Returns the rows
+        as dicts of the jobs columns (state 'reserved', reserves counted)."""
+        if not demand:
+            return []
+        names = list(demand)
+        cur = conn.cursor()
+        cur.execute(self._sql_claim, (names, [demand[n] for n in names], self.node, now_ms))
+        rows = [dict(zip(_COLS, r)) for r in cur.fetchall()]
+        cur.close()
+        conn.commit()
+        rows.sort(key=lambda r: (r["priority"], r["seq"] or 0))
+        return rows
+
+    def next_block(self, conn) -> int:
+        """The start of a new block of ID_BLOCK job ids."""
+        cur = conn.cursor()
+        cur.execute("SELECT nextval('jobgate_job_ids')")
+        v = cur.fetchone()[0]
+        cur.close()
+        conn.commit()
+        return v
+
+    def promote(self, conn, now_ms: int, limit: int = 1000) -> int:
+        """Delayed jobs due by `now_ms` become ready (at most `limit`), their queues
+        notified. Returns how many."""
+        cur = conn.cursor()
+        cur.execute(
+            "WITH d AS (SELECT id FROM jobs WHERE state = 'delayed' AND ready_at_ms <= %s "
+            "ORDER BY ready_at_ms LIMIT %s FOR UPDATE SKIP LOCKED), "
+            "u AS (UPDATE jobs j SET state = 'ready', ready_at_ms = NULL FROM d "
+            "WHERE j.id = d.id RETURNING j.queue) "
+            f"SELECT COALESCE(sum(n), 0)::bigint, count(pg_notify('{READY_CHANNEL}', q)) "
+            "FROM (SELECT queue AS q, count(*) AS n FROM u GROUP BY queue) s", (now_ms, limit))
+        n = cur.fetchone()[0]
+        cur.close()
+        conn.commit()
+        return n
+
+    def evict(self, conn, now_ms: int, limit: int = 1000) -> int:
+        """Delete the jobs whose TTL or result retention ended by `now_ms` (expires_at_ms)
+        and that nobody holds (a held job's own node evicts it after its lease), at most
+        `limit`, with a history row each and NOTIFY jobgate_done with their uids. Returns
+        how many."""
+        cur = conn.cursor()
+        cur.execute(
+            "WITH d AS (DELETE FROM jobs WHERE id IN (SELECT id FROM jobs "
+            "WHERE expires_at_ms <= %s AND state <> 'reserved' LIMIT %s "
+            "FOR UPDATE SKIP LOCKED) RETURNING id, queue, dialect, uid, priority, reserves, "
+            "length(payload) AS size), "
+            "h AS (INSERT INTO job_events (job_id, queue, dialect, event, at_ms, attempt, uid, "
+            "priority, payload_size) SELECT id, queue, dialect, 'ttl-evict', %s, reserves, uid, "
+            "priority, size FROM d) "
+            f"SELECT count(*), count(pg_notify('{DONE_CHANNEL}', uid)) FROM d",
+            (now_ms, limit, now_ms))
+        n = cur.fetchone()[0]
+        cur.close()
+        conn.commit()
+        return n
+
+    def rescue(self, conn, now_ms: int) -> int:
+        """Return to ready the reservations past their deadline (`now_ms`) held by nodes that
+        are gone (their liveness lock is free), each exactly once (a conditional UPDATE).
+        Returns how many jobs."""
+        cur = conn.cursor()
+        cur.execute("SELECT DISTINCT node FROM jobs WHERE state = 'reserved' AND node <> %s "
+                    "AND lease_until_ms < %s", (self.node, now_ms))
+        nodes = [r[0] for r in cur.fetchall()]
+        conn.commit()
+        n = 0
+        for node in nodes:
+            key = _node_number(node)
+            if key is not None:
+                cur.execute("SELECT pg_try_advisory_lock(%s, %s)", (NODE_LOCK_CLASS, key))
+                if not cur.fetchone()[0]:
+                    conn.commit()
+                    continue       # alive: its own TTR timers return its jobs
+                cur.execute("SELECT pg_advisory_unlock(%s, %s)", (NODE_LOCK_CLASS, key))
+            cur.execute(
+                "WITH u AS (UPDATE jobs SET state = 'ready', node = NULL, "
+                "timeouts = timeouts + 1, lease_token = NULL, lease_owner = NULL, "
+                "lease_until_ms = NULL WHERE state = 'reserved' AND node = %s "
+                "AND lease_until_ms < %s RETURNING queue) "
+                f"SELECT COALESCE(sum(c), 0)::bigint, count(pg_notify('{READY_CHANNEL}', q)) "
+                "FROM (SELECT queue AS q, count(*) AS c FROM u GROUP BY queue) s",
+                (node, now_ms))
+            n += cur.fetchone()[0]
+            conn.commit()
+        cur.close()
+        return n
+
+    # ------------------------------------------------------------ listener
+    def listen(self, conn) -> None:
+        """On the listener session `conn` (autocommit): LISTEN for ready jobs and finished
+        ones, and hold this node's liveness lock for as long as the session lives."""
+        cur = conn.cursor()
+        cur.execute(f"LISTEN {READY_CHANNEL}")
+        cur.execute(f"LISTEN {DONE_CHANNEL}")
+        cur.execute("SELECT pg_advisory_lock(%s, %s)", (NODE_LOCK_CLASS, self.number))
+        cur.close()
+
+    def try_lead(self, conn) -> bool:
+        """On the listener session: True when this node took the leader lock (it keeps it
+        while the session lives; call it only while not leading: session locks stack)."""
+        cur = conn.cursor()
+        cur.execute("SELECT pg_try_advisory_lock(%s)", (LEADER_KEY,))
+        got = cur.fetchone()[0]
+        cur.close()
+        return bool(got)
+
+
+def _node_number(node: str):
+    """The liveness key of a node name `<host>:<pid>:<number>`, or None."""
+    try:
+        return int(node.rsplit(":", 1)[1])
+    except (IndexError, ValueError):
+        return None
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+__all__ = ["SharedStore", "NODE_LOCK_CLASS", "LEADER_KEY", "READY_CHANNEL", "DONE_CHANNEL"]

@@ -1,0 +1,244 @@
+"""The database side of a node in shared mode (issue 19, docs/scaling.md): several jobgate
+processes on one PostgreSQL.
+
+`SharedLink` runs, beside the engine's event loop:
+
+- **a claim thread** with a connection of its own, which runs the statements the node needs in
+  order: claims for the reservers waiting here (core.shared.SharedNode.demand), new id blocks,
+  and, while this node leads, promotions of due delayed jobs, evictions of expired ones (TTL,
+  result retention), the cron schedules' due runs
+  (core/shared_cron.py) and the rescue of dead nodes' expired reservations
+  (core/shared_store.py);
+- **a listener thread** on one more session: `LISTEN jobgate_ready` (a NOTIFY names a queue
+  that got a ready job: when reservers wait for it here, a claim runs), the node's liveness
+  lock, and the leader lock, tried every second while another node leads;
+- **a timer task** on the loop: the claim poll (`database.poll_interval_ms`, for notifications
+  lost with a connection), and the leader's promotion (every PROMOTE_MS) and rescue (every
+  RESCUE_MS) rounds.
+
+A lost connection is replaced after RECONNECT_S; meanwhile claims find nothing (probes answer
+TIMED_OUT) and the writer's own retry (gateway/writer.py) covers commits. Units: ms unless
+named `_s`.
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+
+import anyio
+
+from core.api import fire_due
+
+from .logs import event
+
+log = logging.getLogger("jobgate.shared")
+
+#: ms between the leader's promotions of due delayed jobs
+PROMOTE_MS = 100
+#: ms between the leader's rescue rounds (dead nodes' expired reservations)
+RESCUE_MS = 1000
+#: s before a lost connection is replaced
+RECONNECT_S = 0.5
+#: the most cron runs the leader fires in one round (every PROMOTE_MS)
+CRON_IDS = 64
+#: s the listener waits for a notification before it tries the leader lock again
+LISTEN_WAIT_S = 1.0
+
+
+class SharedLink:
+    """See the module docstring. `port`: core.api.Port; `store`: the joined
+    core.shared_store.SharedStore; `poll_ms`: the claim poll interval (ms); `clock`: the
+    engine's clock (wall ms for deadlines). `leader`: True while this node leads;
+    `claims`, `claimed`, `notified`, `promoted`, `rescued`: counters for stats and tests."""
+
+    def __init__(self, port, store, poll_ms: int, clock) -> None:
+        self.port = port
+        self.store = store
+        self.poll_ms = poll_ms
+        self.clock = clock
+        self.node = port.share(store.node)
+        self.node.set_block(store.first_block)
+        self.node.on_demand = self.want
+        self.node.on_ids = self._want_ids
+        self.node.on_query = self._query
+        self.tasks: queue.SimpleQueue = queue.SimpleQueue()
+        self.loop = None
+        self.pending = False      # a claim is queued or running
+        self.again = False        # demand came while it ran: claim again after it
+        self.leader = False
+        self.stopping = False
+        self.claims = self.claimed = self.notified = self.promoted = self.rescued = 0
+        self.evicted = 0
+        self._threads: list = []
+        self._cron_next = self._cron_end = 0   # the leader's ids for cron runs (claim thread)
+
+    # ------------------------------------------------------------- on the loop
+    def want(self) -> None:
+        """Claim for the waiting reservers soon (event-loop thread)."""
+        if self.pending:
+            self.again = True
+            return
+        demand = self.node.start_round()
+        if not demand:
+            self.node.end_probes()
+            return
+        self.pending = True
+        self.again = False
+        self.tasks.put(("claim", demand))
+
+    def _claimed(self, rows: list) -> None:
+        self.pending = False
+        self.claims += 1
+        self.claimed += len(rows)
+        self.node.load(rows)
+        if self.again or rows:
+            self.want()   # more waiters came, or the queue may hold more
+
+    def _query(self, fn, args: tuple, callback) -> None:
+        self.tasks.put(("call", (fn, args, callback)))
+
+    def _want_ids(self) -> None:
+        self.tasks.put(("ids", None))
+
+    def _hint(self, queue_name: str) -> None:
+        self.notified += 1
+        if queue_name in self.node.demand():
+            self.want()
+
+    def _post(self, fn, *args) -> None:
+        loop = self.loop
+        if loop is not None and not self.stopping:
+            try:
+                loop.call_soon_threadsafe(fn, *args)
+            except RuntimeError:   # the loop closed while stopping
+                pass
+
+    async def run(self) -> None:
+        """Start the threads and run the timers until cancelled (then stop the threads)."""
+        import asyncio
+        self.loop = asyncio.get_running_loop()
+        for name, target in (("jobgate-claims", self._claims_main),
+                             ("jobgate-listen", self._listen_main)):
+            t = threading.Thread(target=target, name=name, daemon=True)
+            t.start()
+            self._threads.append(t)
+        event(log, "shared node", node=self.store.node)
+        last_poll = last_promote = last_rescue = 0.0
+        try:
+            while True:
+                await anyio.sleep(PROMOTE_MS / 1000)
+                now = time.monotonic() * 1000
+                if self.node.results.heap:
+                    self.node.results.expire()
+                if now - last_poll >= self.poll_ms:
+                    last_poll = now
+                    if not self.pending and self.node.demand():
+                        self.want()
+                if self.leader:
+                    if now - last_promote >= PROMOTE_MS:
+                        last_promote = now
+                        self.tasks.put(("promote", None))
+                        self.tasks.put(("cron", None))
+                    if now - last_rescue >= RESCUE_MS:
+                        last_rescue = now
+                        self.tasks.put(("rescue", None))
+        finally:
+            self.stop()
+
+    def stop(self) -> None:
+        """Stop the threads (they end within LISTEN_WAIT_S)."""
+        self.stopping = True
+        self.tasks.put(("stop", None))
+
+    # ----------------------------------------------------------- claim thread
+    def _claims_main(self) -> None:
+        conn = None
+        while True:
+            kind, arg = self.tasks.get()
+            if kind == "stop":
+                break
+            try:
+                if conn is None:
+                    conn = self.store.raw()
+                now = self.clock.wall_ms()
+                if kind == "claim":
+                    rows = self.store.claim(conn, arg, now)
+                    self._post(self._claimed, rows)
+                elif kind == "ids":
+                    self._post(self.node.set_block, self.store.next_block(conn))
+                elif kind == "promote":
+                    self.promoted += self.store.promote(conn, now)
+                    self.evicted += self.store.evict(conn, now)
+                elif kind == "cron":
+                    if self._cron_next + CRON_IDS > self._cron_end:
+                        self._cron_next = self.store.next_block(conn)
+                        self._cron_end = self._cron_next + self.node.block_size
+                    self._cron_next += fire_due(conn, now, range(self._cron_next,
+                                                                 self._cron_next + CRON_IDS))
+                elif kind == "call":
+                    fn, args, callback = arg
+                    self._post(callback, fn(conn, *args))
+                elif kind == "rescue":
+                    n = self.store.rescue(conn, now)
+                    if n:
+                        self.rescued += n
+                        event(log, "rescued expired reservations of gone nodes", jobs=n)
+            except Exception as e:   # connection lost, database down: try again later
+                log.warning("shared-mode statement failed (%s): %s", kind, e)
+                if conn is not None:
+                    try:
+                        conn.invalidate()
+                    except Exception:  # pragma: no cover - gone anyway
+                        pass
+                    conn = None
+                if kind == "claim":
+                    self._post(self._claimed, [])
+                elif kind == "ids":
+                    self._post(self._ids_failed)
+                elif kind == "call":
+                    self._post(arg[2], e if isinstance(e, Exception) else RuntimeError(str(e)))
+                time.sleep(RECONNECT_S)
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # pragma: no cover - stopping
+                pass
+
+    def _ids_failed(self) -> None:
+        self.node.asking_ids = False
+
+    # -------------------------------------------------------- listener thread
+    def _listen_main(self) -> None:
+        while not self.stopping:
+            raw = None
+            try:
+                raw = self.store.raw()
+                conn = raw.driver_connection
+                conn.autocommit = True
+                self.store.listen(conn)
+                self._post(self.want)   # notifications may have been missed: claim once
+                while not self.stopping:
+                    if not self.leader and self.store.try_lead(conn):
+                        self.leader = True
+                        event(log, "leading the shared nodes", node=self.store.node)
+                    for n in conn.notifies(timeout=LISTEN_WAIT_S):
+                        if n.channel == "jobgate_ready":
+                            self._post(self._hint, n.payload)
+                        else:   # jobgate_done: a result waiter here may be answered
+                            self._post(self.node.results.hint, n.payload)
+                    conn.execute("SELECT 1")   # a dead session raises here
+            except Exception as e:
+                if self.stopping:
+                    break
+                if self.leader:
+                    self.leader = False   # the session held the leader lock: it is gone
+                log.warning("shared-mode listener lost its session: %s", e)
+                time.sleep(RECONNECT_S)
+            finally:
+                if raw is not None:
+                    try:
+                        raw.invalidate()
+                    except Exception:  # pragma: no cover - gone anyway
+                        pass
