@@ -22,7 +22,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_common import BENCH_DIR, SCRIPT  # noqa: E402
 from bench_report import finish, fmt_ms, fmt_rate, percentile, pick_median  # noqa: E402
-from bench_servers import (DEFAULT_TARGETS, Server, child_pids, install_signal_cleanup,  # noqa: E402
+from bench_servers import (DEFAULT_TARGETS, Server, install_signal_cleanup,  # noqa: E402
                            machine_busy_seconds, proc_cpu_seconds, run_guarded, wait_quiet)
 import pgq_jobgate  # noqa: E402
 import pgq_setup  # noqa: E402
@@ -37,21 +37,35 @@ DB_NAMES = {"procrastinate": "bench_procrastinate", "pg-boss": "bench_pgboss",
 
 # ---- CPU readings over the timed window ------------------------------------------------------
 
-def postgres_pids() -> list[int]:
-    pids = []
+def proc_table() -> tuple[dict[int, int], list[int]]:
+    """One pass over /proc: (pid -> parent pid, the pids named `postgres`)."""
+    parent, pg = {}, []
     for e in os.listdir("/proc"):
-        if e.isdigit():
-            try:
-                with open(f"/proc/{e}/comm") as f:
-                    if f.read().strip() == "postgres":
-                        pids.append(int(e))
-            except OSError:
-                pass
-    return pids
+        if not e.isdigit():
+            continue
+        try:
+            with open(f"/proc/{e}/stat", "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        i = data.rindex(b")")
+        parent[int(e)] = int(data[i + 2:].split()[1])
+        if data[data.index(b"(") + 1:i] == b"postgres":
+            pg.append(int(e))
+    return parent, pg
 
 
-def _cpu(pids) -> float:
-    return sum(proc_cpu_seconds(p) or 0.0 for p in pids)
+def _tree(roots, parent: dict[int, int]) -> list[int]:
+    """roots and all their descendants."""
+    out, todo = [], list(roots)
+    kids: dict[int, list[int]] = {}
+    for pid, pp in parent.items():
+        kids.setdefault(pp, []).append(pid)
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += kids.get(p, [])
+    return out
 
 
 class CpuWindow:
@@ -59,7 +73,10 @@ class CpuWindow:
     queue servers (jobgate nodes) and of the application side (the benchmark's producer and
     worker processes: for Procrastinate and pg-boss, the driver with the library in it), plus
     the whole machine and what is left of it (other: anything else running, e.g. another
-    agent's tests), read by a thread. pct(): % of one core each."""
+    agent's tests), read by a thread. A process counts when it is there at both readings.
+    pct(): % of one core each."""
+
+    GROUPS = ("pg", "srv", "app")
 
     def __init__(self):
         self.server_pids: list[int] = []
@@ -73,16 +90,12 @@ class CpuWindow:
         self._t = threading.Thread(target=self._run, args=(start_ns, end_ns), daemon=True)
         self._t.start()
 
-    @staticmethod
-    def _tree(pids):
-        out = []
-        for p in pids:
-            out += [p] + child_pids(p)
-        return out
-
     def _snap(self):
-        return (time.monotonic(), _cpu(postgres_pids()), _cpu(self._tree(self.server_pids)),
-                _cpu(self._tree(self.app_pids)), machine_busy_seconds() or 0.0)
+        parent, pg = proc_table()
+        groups = {"pg": pg, "srv": _tree(self.server_pids, parent),
+                  "app": _tree(self.app_pids, parent)}
+        cpu = {g: {p: proc_cpu_seconds(p) for p in pids} for g, pids in groups.items()}
+        return time.monotonic(), cpu, machine_busy_seconds() or 0.0
 
     def _run(self, start_ns: int, end_ns: int) -> None:
         time.sleep(max(0.0, (start_ns - time.monotonic_ns()) / 1e9))
@@ -92,12 +105,16 @@ class CpuWindow:
         time.sleep(max(0.0, (end_ns - time.monotonic_ns()) / 1e9 - END_MARGIN_S))
         b = self._snap()
         dt = b[0] - a[0]
-        if dt > 0:
-            v = {k: 100 * (b[i] - a[i]) / dt for i, k in enumerate(
-                ("pg_cpu_pct", "srv_cpu_pct", "app_cpu_pct", "busy_cpu_pct"), start=1)}
-            v["other_cpu_pct"] = max(0.0, v["busy_cpu_pct"] - v["pg_cpu_pct"]
-                                     - v["srv_cpu_pct"] - v["app_cpu_pct"])
-            self.values = v
+        if dt <= 0:
+            return
+        v = {}
+        for g in self.GROUPS:
+            both = [p for p, c in b[1][g].items() if c is not None and a[1][g].get(p) is not None]
+            v[f"{g}_cpu_pct"] = 100 * sum(b[1][g][p] - a[1][g][p] for p in both) / dt
+        v["busy_cpu_pct"] = 100 * (b[2] - a[2]) / dt
+        v["other_cpu_pct"] = max(0.0, v["busy_cpu_pct"] - sum(v[f"{g}_cpu_pct"]
+                                                              for g in self.GROUPS))
+        self.values = v
 
     def pct(self) -> dict[str, float]:
         if self._t:
