@@ -4,7 +4,8 @@ P producers and W workers (default 8 and 32) at the same time for --duration sec
 --warmup; jobs/s counts the completions inside the timed window. Latencies (ms): end-to-end
 (enqueue -> completion acknowledged) and fetch (enqueue -> the job in a worker's hands).
 
-Targets: procrastinate (its worker, concurrency W), pg-boss (work() with localConcurrency W),
+Targets: procrastinate (its worker, concurrency W), pg-boss (work() with localConcurrency W,
+batchSize 1), pg-boss-b8 (localConcurrency W/8, batchSize 8: W jobs in hand as well),
 jobgate (N node processes from --jobgate-cmd, one row per --jobgate-nodes count; beanstalk
 put / reserve / delete, one client process per producer and worker), null / null-c (the
 canned-reply servers of bench_servers.py: the beanstalk client's ceiling). See README.md."""
@@ -27,12 +28,13 @@ from bench_servers import (DEFAULT_TARGETS, Server, install_signal_cleanup,  # n
 import pgq_jobgate  # noqa: E402
 import pgq_setup  # noqa: E402
 
-TARGETS = ("procrastinate", "pg-boss", "jobgate", "null", "null-c")
+TARGETS = ("procrastinate", "pg-boss", "pg-boss-b8", "jobgate", "null", "null-c")
 JOBGATE_CMD = ("{PYTHON} -m gateway.cli serve --listen beanstalk=127.0.0.1:{PORT}"
                " --database {PG_URL}")
 END_MARGIN_S = 0.3   # CPU readings stop this long before the window ends
 DB_NAMES = {"procrastinate": "bench_procrastinate", "pg-boss": "bench_pgboss",
-            "jobgate": "bench_jobgate"}
+            "jobgate": "bench_jobgate", "pg-boss-b8": "bench_pgboss"}
+PGBOSS_B8 = 8   # pg-boss-b8: batchSize 8, localConcurrency workers / 8 (as many jobs in hand)
 
 
 # ---- CPU readings over the timed window ------------------------------------------------------
@@ -192,9 +194,13 @@ def run_one(args, target: str, nodes: int, ctx: dict) -> dict:
     if target == "procrastinate":
         spec = spec_of(args, conninfo=libpq, pool=args.procrastinate_pool)
         raw = run_external([ctx["venv_py"], "pgq_procrastinate.py", json.dumps(spec)], cpu, timeout)
-    elif target == "pg-boss":
+    elif target in ("pg-boss", "pg-boss-b8"):
+        b8 = target == "pg-boss-b8"
         spec = spec_of(args, module_dir=args.build, url=libpq, pool=args.pgboss_pool,
-                       batch_size=args.pgboss_batch, notify=not args.pgboss_no_notify,
+                       batch_size=PGBOSS_B8 if b8 else args.pgboss_batch,
+                       notify=not args.pgboss_no_notify,
+                       local_concurrency=(max(1, args.workers // PGBOSS_B8) if b8 else
+                                          args.pgboss_local_concurrency or args.workers),
                        polling_s=args.pgboss_polling)
         raw = run_external([ctx["node"], "pgq_pgboss.mjs", json.dumps(spec)], cpu, timeout)
     elif target == "jobgate":
@@ -206,7 +212,7 @@ def run_one(args, target: str, nodes: int, ctx: dict) -> dict:
 
 
 def summarize(target: str, nodes: int, raw: dict, cpu: dict) -> dict:
-    if target in ("procrastinate", "pg-boss"):
+    if target in ("procrastinate", "pg-boss", "pg-boss-b8"):
         cpu = {k: v for k, v in cpu.items() if k != "srv_cpu_pct"}   # no server process
     e2e = sorted(raw.get("e2e_ms") or [])
     fetch = sorted(raw.get("fetch_ms") or [])
@@ -271,7 +277,7 @@ def print_table(rows: list[dict], out=sys.stdout) -> None:
               + ", ".join(notes), file=out)
     rate = {label(r): r["jobs_per_s"] for r in rows if r.get("completed")}
     ratios = []
-    for other in ("procrastinate", "pg-boss"):
+    for other in ("procrastinate", "pg-boss", "pg-boss-b8"):
         for k in sorted(x for x in rate if x.startswith("jobgate")):
             if other in rate:
                 ratios.append(f"{k}/{other} {rate[k] / rate[other]:.2f}")
@@ -287,7 +293,7 @@ def print_table(rows: list[dict], out=sys.stdout) -> None:
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--targets", default="procrastinate,pg-boss,jobgate",
+    ap.add_argument("--targets", default="procrastinate,pg-boss,pg-boss-b8,jobgate",
                     help="comma-separated, run interleaved in this order; known: "
                          + ", ".join(TARGETS) + " (default %(default)s)")
     ap.add_argument("--jobgate-nodes", default="1",
@@ -326,6 +332,9 @@ def parse_args(argv=None):
                     help="pg pool `max` of the pg-boss worker instance (default 34)")
     ap.add_argument("--pgboss-batch", type=int, default=1, help="pg-boss work() batchSize "
                     "(default 1; above 1 also burstWhenBatchFull)")
+    ap.add_argument("--pgboss-local-concurrency", type=int, default=0, metavar="N",
+                    help="pg-boss work() localConcurrency (default: --workers); with "
+                         "--pgboss-batch B, N x B jobs can be in hand at once")
     ap.add_argument("--pgboss-polling", type=float, default=0.5,
                     help="pg-boss pollingIntervalSeconds (>= 0.5; default %(default)s)")
     ap.add_argument("--pgboss-no-notify", action="store_true",
@@ -356,7 +365,7 @@ def main(argv=None) -> int:
     ctx = {}
     if "procrastinate" in args.targets:
         ctx["venv_py"] = pgq_setup.venv_python(args.venv)
-    if "pg-boss" in args.targets:
+    if "pg-boss" in args.targets or "pg-boss-b8" in args.targets:
         ctx["node"] = pgq_setup.node_binary(args.build, args.node)
     cells = [(t, n) for t in args.targets for n in (args.nodes if t == "jobgate" else [1])]
     meta = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "argv": sys.argv,

@@ -5,7 +5,7 @@
 //
 // Usage: node pgq_pgboss.mjs SPEC_JSON
 //   SPEC: {module_dir, url, producers, workers, warmup_s, duration_s, cap, pool, batch_size,
-//          notify, polling_s, rate (total jobs/s, 0 = as fast as the cap allows)}
+//          notify, polling_s, local_concurrency (default workers), rate (total jobs/s, 0 = as fast as the cap allows)}
 // Prints "window <start_ns> <end_ns>" when the producers start, then one JSON line (the
 // result: completed, enqueued, e2e_ms[], fetch_ms[], errors[]). Times: process.hrtime.bigint()
 // (CLOCK_MONOTONIC, the clock of Python's time.monotonic_ns()).
@@ -143,7 +143,7 @@ async function main() {
     w.on('error', (e) => errors.push(`producer thread: ${e.message}`));
     threads.push(w);
   }
-  const workOpts = { localConcurrency: spec.workers, batchSize: spec.batch_size,
+  const workOpts = { localConcurrency: spec.local_concurrency || spec.workers, batchSize: spec.batch_size,
                      pollingIntervalSeconds: spec.polling_s };
   if (spec.batch_size > 1) workOpts.burstWhenBatchFull = true;
   await boss.work(QUEUE, workOpts, async (jobs) => {
