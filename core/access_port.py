@@ -17,7 +17,10 @@ operation cannot bypass the check):
   principal registers webhooks for an allowed queue only (none for every queue: AccessDenied
   "*"), and sees, enables, disables and removes only those (others are absent: None / False).
   Cron (issue 16): cron_get / cron_delete / cron_list see the cron schedules of allowed
-  queues only (cron_set is QUEUE_ARG).
+  queues only (cron_set is QUEUE_ARG). The global forms (core/port_global.py):
+  `queue_names_global` lists allowed queues only; `peek_global` answers None,
+  `kick_job_global` / `delete_global` False for a job of a disallowed queue (in shared mode
+  the statement checks the row's queue with the principal's `allows`).
 - PASS: names no queue or job (clock, server counts, owners, timers, ids; a dialect's own
   records, whose keys the dialect checks against the queue they name).
 
@@ -34,7 +37,9 @@ QUEUE_ARG = ("attach", "keep", "pause", "queue", "priority_counts", "put", "put_
              "ready_page", "delayed_page", "run", "set_rate_limit", "clear_rate_limit",
              "set_concurrency", "clear_concurrency", "set_stall_config", "stall_config",
              "queue_limits", "queue_settings", "clear_queue_settings", "promote_jobs",
-             "cron_set", "job_page", "failed_count", "drain_queue")
+             "cron_set", "job_page", "failed_count", "drain_queue", "queue_global",
+             "peek_ready_global", "peek_delayed_global", "peek_buried_global", "kick_global",
+             "pause_global")
 QUEUE_LIST = ("reserve",)
 OWNER_QUEUE = ("reserve_many",)
 #: name -> the answer for a job that is not visible
@@ -51,7 +56,8 @@ UID = ("find", "lookup", "wait_result_uid", "lookup_remote", "remove_remote")
 LISTING = ("queue_names", "queue_views", "subscribe", "count_events", "observe",
            "failed_counts", "add_webhook",
            "remove_webhook", "set_webhook_enabled", "webhook", "webhooks", "cron_get",
-           "cron_delete", "cron_list")
+           "cron_delete", "cron_list", "queue_names_global", "peek_global", "kick_job_global",
+           "delete_global")
 PASS = ("clock", "persistence", "restore", "tick", "next_due", "set_wakeup", "set_policy",
         "draining", "set_draining", "commit_mark", "committed", "stats", "detach",
         "new_owner", "owner_idle", "release_owner", "cancel_wait", "burn_id", "uid_taken",
@@ -59,7 +65,7 @@ PASS = ("clock", "persistence", "restore", "tick", "next_due", "set_wakeup", "se
         "set_storage_state", "storage_state", "webhook_stats", "webhooks_version",
         "set_webhook_allow", "restore_webhooks", "webhook_delivered", "on_webhooks_changed",
         "dialect_records", "dialect_record", "set_dialect_record", "feed_stats", "shared",
-        "share")
+        "share", "stats_global", "end_pauses")
 
 
 class ScopedPort:
@@ -129,8 +135,8 @@ class ScopedPort:
                 callback(False if v is None else v)
             elif not self._allows(v.queue):
                 callback(False)
-            else:
-                self.base.remove_remote(uid, callback)
+            else:   # the queue seen is the one deleted from (a uid reused meanwhile: no)
+                self.base.remove_remote(uid, callback, v.queue)
         self.base.lookup_remote(uid, checked)
 
     def queue_names(self) -> list:
@@ -182,6 +188,24 @@ class ScopedPort:
     def failed_counts(self) -> dict:
         """Port.failed_counts, allowed queues only."""
         return {q: n for q, n in self.base.failed_counts().items() if self._allows(q)}
+
+    def queue_names_global(self, callback) -> None:
+        """Port.queue_names_global, allowed queues only."""
+        allows = self._allows
+        self.base.queue_names_global(
+            lambda r: callback(r if isinstance(r, Exception) else [n for n in r if allows(n)]))
+
+    def peek_global(self, id, callback) -> None:
+        """Port.peek_global; None for a job of a disallowed queue."""
+        self.base.peek_global(id, callback, self._allows)
+
+    def kick_job_global(self, id, dialect, callback) -> None:
+        """Port.kick_job_global; False for a job of a disallowed queue."""
+        self.base.kick_job_global(id, dialect, callback, self._allows)
+
+    def delete_global(self, owner, id, callback) -> None:
+        """Port.delete_global; False for a job of a disallowed queue."""
+        self.base.delete_global(owner, id, callback, self._allows)
 
     # ------------------------------------------------------------------ webhooks
     def _hook_visible(self, id) -> bool:

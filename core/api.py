@@ -33,9 +33,10 @@ from .store_port import StoreLocked, StorePort
 from .port_dialect import DialectOps, load_dialect_state as _load_dialect_state
 from .port_feed import FeedOps
 from .port_flows import FlowOps
+from .port_global import GlobalOps
 from .port_jobs import JobOps
 from .port_settings import SettingsOps
-from .port_shared import SharedOps, fire_due, open_shared_store
+from .port_shared import PROBE_MS, SharedOps, fire_due, open_shared_store
 from .port_webhooks import WebhookOps
 from .transitions import IllegalTransition
 from .views import adapter, queue_view, reserved, server_stats
@@ -79,7 +80,8 @@ def open_store(url: str, sqlite_synchronous: str = "NORMAL"):
     return Store(url, sqlite_synchronous)
 
 
-class Port(JobOps, FlowOps, WebhookOps, SettingsOps, DialectOps, FeedOps, SharedOps):
+class Port(JobOps, FlowOps, WebhookOps, SettingsOps, DialectOps, FeedOps, SharedOps,
+           GlobalOps):
     """The engine port (see the module docstring). Build one with `Port.create()`, or wrap an
     engine with `Port.of(engine)` (one port per engine).
 
@@ -335,7 +337,7 @@ class Port(JobOps, FlowOps, WebhookOps, SettingsOps, DialectOps, FeedOps, Shared
             if batch > 1:
                 e.shared.want_more(queues, batch - 1)
             if r is TIMED_OUT:     # one claim round first (core/shared.py, probes)
-                e.shared.probe(e.reserve(o, queues, None, owner._adapter, mode))
+                e.shared.probe(e.reserve(o, queues, PROBE_MS, owner._adapter, mode))
                 return WAITING
             if r is not DEADLINE_SOON:
                 e.shared.wait_started()

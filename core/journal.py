@@ -65,6 +65,8 @@ class Batch:
     next_id: int = 0
     payload_bytes: int = 0
     records: list = field(default_factory=list)
+    held: list = field(default_factory=list)   # shared mode: ids kept on this node (shared.py)
+    leases: tuple = ((), ())   # shared mode: (ids, wall ms deadlines) of reserved rows written
 
     @property
     def updates(self) -> list:
@@ -289,12 +291,20 @@ class Persistence:
 
     def take(self):
         sh = self._e.shared
-        if sh is not None:   # shared mode: the jobs nobody here holds go back (core/shared.py)
-            sh.spill()
-        return self._j.take(self._e.next_id)
+        if sh is None:
+            return self._j.take(self._e.next_id)
+        sh.spill()   # shared mode: the jobs nobody here holds go back (core/shared.py)
+        leases = sh.lease_rows(self._j.dirty.values())
+        b = self._j.take(self._e.next_id)
+        b.leases = leases
+        b.held = list(sh.held_back)   # kept here for a result waiter: stored, not claimable
+        return b
 
     def done(self, batch) -> None:
         self._j.committed = batch.number
+        sh = self._e.shared
+        if sh is not None and sh.settling:   # shared mode: queries waiting for this commit
+            sh.committed(batch.number)
 
     def force_pending(self) -> None:
         """Open a batch even if only lone history events wait (shutdown flush)."""

@@ -2,6 +2,10 @@
 the other port_*.py: whether this engine is a node in shared mode, and making it one."""
 from __future__ import annotations
 
+#: ms a probe (a reserve that must not wait, in shared mode) waits for its claim round at
+#: most: a claim thread stuck on a dead connection does not hold the client longer
+PROBE_MS = 2000
+
 
 def open_shared_store(url: str):
     """The SQL store of a node in shared mode (core.shared_store.SharedStore) for PostgreSQL
@@ -57,9 +61,10 @@ class SharedOps:
             callback(row if row is None or isinstance(row, Exception) else node.view_of(row))
         node.query(job_row, (uid,), got)
 
-    def remove_remote(self, uid: str, callback) -> None:
+    def remove_remote(self, uid: str, callback, queue: str | None = None) -> None:
         """Shared mode, workq `delete` of a job this node does not hold: delete its row
-        whatever its state; `callback` later gets True (deleted), False (no such job) or an
-        Exception (the database failed). Raises AttributeError in single-node mode."""
+        whatever its state (only in `queue` when given); `callback` later gets True
+        (deleted), False (no such job) or an Exception (the database failed). Raises
+        AttributeError in single-node mode."""
         from .shared_results import delete_by_uid
-        self._engine.shared.query(delete_by_uid, (uid,), callback)
+        self._engine.shared.query(delete_by_uid, (uid, queue), callback)

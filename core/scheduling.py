@@ -176,6 +176,8 @@ class Scheduling:
             if q is not None and q.paused_until == until:
                 q.paused_until = 0
                 self._serve(q)
+                if self.shared is not None and q.waiting:
+                    self.shared.wait_started()   # shared mode: claim for its reservers
         if self._expiry and self._expiry[0][0] <= now:
             self._expire_due(now)
         h = self._limit_timers

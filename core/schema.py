@@ -125,6 +125,15 @@ dialect_state = sa.Table(
     sa.Column("spec", sa.LargeBinary, nullable=False),
 )
 
+# Pauses shared by the nodes of one database (migration 0010, issue 19): a row per queue paused
+# by a node in shared mode; claims skip the queue until `until_ms` (wall ms). core/shared_reads.py.
+queue_pauses = sa.Table(
+    "queue_pauses", metadata,
+    sa.Column("queue", sa.String(256), primary_key=True),
+    sa.Column("until_ms", sa.BigInteger, nullable=False),
+    sa.Column("pause_ms", sa.BigInteger, nullable=False),
+)
+
 #: The keyed record tables, by name: table -> its key column (StorePort.write `records`).
 RECORD_TABLES = {"cron_schedules": "name", "queue_settings": "queue", "webhooks": "id",
                  "dialect_state": "key"}

@@ -61,6 +61,7 @@ class SharedNode:
         self.on_demand = None
         self.on_ids = None
         self.on_query = None          # gateway: on_query(fn, args, callback), see query()
+        self.settling: list = []      # (commit mark, fn, args, callback): query_settled()
         self.results = RemoteWaits(self)   # result waits for jobs not here (shared_results)
         self.block_end = 0            # the end (exclusive) of the current id block
         self.next_block = 0           # the start of the next block, 0 while not fetched
@@ -81,6 +82,31 @@ class SharedNode:
         it; on a database error `callback` gets the exception instead (an Exception
         instance: the dialect answers its server error). The gateway sets `on_query`."""
         self.on_query(fn, args, callback)
+
+    def query_settled(self, fn, args: tuple, callback) -> None:
+        """query(), once every change made on this node so far is committed (and so spilled:
+        the statement sees this node's jobs as its clients last saw them; a client's pipelined
+        `bury` then `kick` kicks the job). At once when nothing waits for the writer."""
+        j = self.e.journal
+        mark = j.commit_mark()
+        if mark <= j.committed:
+            self.query(fn, args, callback)
+        else:
+            self.settling.append((mark, fn, args, callback))
+
+    def committed(self, number: int) -> None:
+        """Batch `number` committed (core.journal.Persistence.done): run the settled queries
+        that waited for it, in order."""
+        s = self.settling
+        if not s:
+            return
+        i = 0
+        while i < len(s) and s[i][0] <= number:
+            i += 1
+        if i:
+            ready, self.settling = s[:i], s[i:]
+            for _, fn, args, callback in ready:
+                self.query(fn, args, callback)
 
     # ------------------------------------------------------------------ ids
     def set_block(self, start: int) -> None:
@@ -153,8 +179,13 @@ class SharedNode:
         out = {}
         more = self.more
         for name, q in e.queues.items():
-            if q.waiting and q.paused_until <= now:
-                out[name] = min(q.waiting + more.get(name, 0), CLAIM_MAX)
+            if q.waiting and q.paused_until <= now and q.n_ready == 0 and (
+                    q.limits is None or e._admits(q, now)):
+                n = q.waiting + more.get(name, 0)
+                c = q.limits.concurrency if q.limits is not None else None
+                if c is not None:   # a concurrency limit: no more than it admits now
+                    n = min(n, c - q.n_reserved)
+                out[name] = min(n, CLAIM_MAX)
         return out
 
     def want_more(self, queues: list, n: int) -> None:
@@ -162,6 +193,23 @@ class SharedNode:
         one when it wakes: the next claim round brings them (then forgotten)."""
         for name in queues:
             self.more[name] = self.more.get(name, 0) + n
+
+    def lease_rows(self, jobs) -> tuple:
+        """(ids, deadlines) of the reserved ones of `jobs` (being written): each one's lease
+        deadline in wall ms, so that its row says when another node may rescue it."""
+        ids, until = [], []
+        c = self.e.clock
+        off = c.wall_ms() - c.monotonic_ms()
+        for job in jobs:
+            if job.state is RESERVED:
+                ids.append(job.id)
+                until.append(job.deadline + off)
+        return ids, until
+
+    def held_ids(self) -> list:
+        """The ids of the jobs this node has in memory (reserved, or claimed and not yet
+        given back): its rows that are not stranded (SharedStore.sweep)."""
+        return list(self.e.jobs)
 
     def wait_started(self) -> None:
         """A reserver started waiting here (the port calls it): claim soon."""
@@ -227,10 +275,12 @@ class SharedNode:
             return v._replace(state=st)
         return job_view(self.e, job)
 
-    def load(self, rows: list) -> None:
+    def load(self, rows: list) -> int:
         """Index claimed rows (dicts of jobs columns, reserved for this node in the database)
         as ready jobs here and serve the waiting reservers; then end the probes. A row whose
-        id is already here (cannot happen while claims are exclusive) is skipped."""
+        id is already here (cannot happen while claims are exclusive) is skipped. Returns how
+        many claimed jobs no waiter took: they go back to the database with the next commit
+        (started now)."""
         e = self.e
         now_mono = e.clock.monotonic_ms()
         now_wall = e.clock.wall_ms()
@@ -258,3 +308,9 @@ class SharedNode:
         for q in touched:
             e._serve(q)
         self.end_probes()
+        left = 0
+        for job in self.fresh:
+            if job.state is not RESERVED and e.jobs.get(job.id) is job:
+                left += 1
+                e.journal.mark(job)   # a commit soon gives it back (spill)
+        return left

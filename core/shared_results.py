@@ -35,20 +35,22 @@ def job_row(conn, uid: str):
         cur.close()
 
 
-def delete_by_uid(conn, uid: str) -> bool:
+def delete_by_uid(conn, uid: str, queue: str | None = None) -> bool:
     """Delete the job named `uid` from the database whatever its state (workq `delete`), with
-    a `delete` history row and NOTIFY jobgate_done; True when there was one. A node that held
-    it finds its row gone: its later writes of it match nothing."""
+    a `delete` history row and NOTIFY jobgate_done; True when there was one (of `queue`, when
+    given). A node that held it finds its row gone: its later writes of it match nothing."""
     cur = conn.cursor()
     try:
         cur.execute(
-            "WITH d AS (DELETE FROM jobs WHERE uid = %s RETURNING id, queue, dialect, uid, "
+            "WITH d AS (DELETE FROM jobs WHERE uid = %s AND (%s::text IS NULL OR queue = %s) "
+            "RETURNING id, queue, dialect, uid, "
             "priority, reserves, length(payload) AS size), "
             "h AS (INSERT INTO job_events (job_id, queue, dialect, event, at_ms, attempt, uid, "
             "priority, payload_size) SELECT id, queue, 'workq', 'delete', "
             "(extract(epoch FROM clock_timestamp()) * 1000)::bigint, reserves, uid, priority, "
             "size FROM d) "
-            f"SELECT count(*), count(pg_notify('{DONE_CHANNEL}', uid)) FROM d", (uid,))
+            f"SELECT count(*), count(pg_notify('{DONE_CHANNEL}', uid)) FROM d",
+            (uid, queue, queue))
         n = cur.fetchone()[0]
         conn.commit()
         return n > 0
@@ -64,15 +66,16 @@ class RemoteWait:
     Port.cancel_result_wait). `callback(outcome)` is called once: a JobView of the finished
     job, None when there is no such job, TIMED_OUT, or an Exception (the database failed)."""
 
-    __slots__ = ("uid", "callback", "deadline", "done", "owner")
+    __slots__ = ("uid", "callback", "deadline", "done", "owner", "final")
     remote = True
 
-    def __init__(self, owner, uid: str, callback, deadline: int) -> None:
+    def __init__(self, owner, uid: str, callback, deadline: int, final: bool) -> None:
         self.owner = owner
         self.uid = uid
         self.callback = callback
         self.deadline = deadline
         self.done = False
+        self.final = final   # timeout <= 0: answered after one read, finished or not
 
     def cancel(self) -> bool:
         """Withdraw the wait without calling back; True if it was still waiting."""
@@ -96,12 +99,12 @@ class RemoteWaits:
     def wait(self, uid: str, timeout_ms: int, callback) -> RemoteWait:
         """Wait up to `timeout_ms` ms (<= 0: one read only) for the result of job `uid`."""
         now = self.node.e.clock.monotonic_ms()
-        w = RemoteWait(self, uid, callback, now + max(0, timeout_ms))
+        w = RemoteWait(self, uid, callback, now + max(0, timeout_ms), timeout_ms <= 0)
         self.by_uid.setdefault(uid, []).append(w)
         if timeout_ms > 0:
             self._seq += 1
             heappush(self.heap, (w.deadline, self._seq, w))
-        self._read(uid, final=timeout_ms <= 0)
+        self._read(uid)
         return w
 
     def hint(self, uid: str) -> None:
@@ -119,20 +122,24 @@ class RemoteWaits:
                 self._answer(w, TIMED_OUT)
 
     # ------------------------------------------------------------------ inside
-    def _read(self, uid: str, final: bool = False) -> None:
+    def _read(self, uid: str) -> None:
         if uid in self._reading:
-            self._reading[uid] = "again"
+            self._reading[uid] = "again"   # a wait came while a read ran: read once more
             return
         self._reading[uid] = True
+        asked = list(self.by_uid.get(uid, ()))   # the waits this read answers for
 
         def answered(row) -> None:
             again = self._reading.pop(uid, None) == "again"
-            self._got(uid, row, final)
+            self._got(uid, row, asked)
             if again and uid in self.by_uid:
                 self._read(uid)
         self.node.query(job_row, (uid,), answered)
 
-    def _got(self, uid: str, row, final: bool) -> None:
+    def _got(self, uid: str, row, asked: list) -> None:
+        """Answer the waits of `uid` from `row`: every wait when the job finished or is gone
+        (or the read failed); else only the waits that must not wait (timeout <= 0) and that
+        were registered before this read started."""
         waits = self.by_uid.get(uid)
         if not waits:
             return
@@ -142,9 +149,10 @@ class RemoteWaits:
             outcome = None
         elif row["result"] is not None:
             outcome = self.node.view_of(row)
-        elif final:
-            outcome = TIMED_OUT
         else:
+            for w in asked:
+                if w.final and not w.done:
+                    self._answer(w, TIMED_OUT)
             return
         for w in list(waits):
             if not w.done:

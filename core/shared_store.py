@@ -10,7 +10,8 @@ share the jobs table with other nodes:
   row held by nobody, and `NOTIFY jobgate_ready, '<queue>'` for each queue that got a ready
   row. Its commit mark is this node's own `jobgate_meta` row (`commit_seq:<node>`): no row
   that all nodes update on the hot path.
-- `claim()`: `FOR UPDATE SKIP LOCKED` over partial index jobs_claim, one LIMIT per queue.
+- `claim()`: `FOR UPDATE SKIP LOCKED` over partial index jobs_claim, one LIMIT per queue;
+  queues paused across nodes (table queue_pauses, migration 0010) are skipped.
 - `promote()`, `rescue()`: due delayed jobs to ready; expired reservations of dead nodes back
   to ready (a node is dead when its liveness lock, held by its listener session, is free).
 - `listen()`, `try_lead()`: the listener session's LISTEN, liveness lock and leader lock.
@@ -24,6 +25,8 @@ from __future__ import annotations
 import os
 import time
 from contextlib import contextmanager
+
+import sqlalchemy as sa
 
 from . import schema
 from .shared import ID_BLOCK
@@ -44,6 +47,20 @@ READY_CHANNEL = "jobgate_ready"
 
 _COLS = tuple(c.name for c in schema.jobs.columns)
 
+#: The shared mode's partial indexes (PostgreSQL), created by the first node that joins
+#: (`ensure_indexes`), not by the migrations: single-node servers do not pay for them.
+#: jobs_claim: the claim query; jobs_due: promoting due delayed jobs; jobs_held: the rescuer
+#: and the sweep; jobs_uid: reading a job by uid (results, job reads); jobs_expiry: evictions;
+#: jobs_buried: beanstalk's global kick and peek-buried (core/shared_reads.py).
+SHARED_INDEXES = (
+    ("jobs_claim", "(queue, priority, seq) WHERE state = 'ready'"),
+    ("jobs_due", "(ready_at_ms) WHERE state = 'delayed'"),
+    ("jobs_held", "(lease_until_ms) WHERE state = 'reserved'"),
+    ("jobs_uid", "(uid) WHERE uid IS NOT NULL"),
+    ("jobs_expiry", "(expires_at_ms) WHERE expires_at_ms IS NOT NULL"),
+    ("jobs_buried", "(queue, seq) WHERE state = 'buried'"),
+)
+
 
 class SharedStore(Store):
     """core.storage.Store for a node in shared mode (see the module docstring). PostgreSQL
@@ -62,9 +79,13 @@ class SharedStore(Store):
         self._mine = ""
         ret = ", ".join(f"j.{c}" for c in _COLS)
         self._sql_claim = (
-            "WITH w AS (SELECT * FROM unnest(%s::text[], %s::int[]) AS w(q, n)), "
+            "WITH w AS (SELECT * FROM unnest(%s::text[], %s::int[]) AS w(q, n) "
+            # a queue paused across nodes (migration 0010, core/shared_reads.py) is skipped
+            "WHERE NOT EXISTS (SELECT 1 FROM queue_pauses p WHERE p.queue = w.q "
+            "AND p.until_ms > %s)), "
             "c AS (SELECT x.id FROM w CROSS JOIN LATERAL (SELECT id FROM jobs "
-            "WHERE queue = w.q AND state = 'ready' ORDER BY priority, seq LIMIT w.n "
+            "WHERE queue = w.q AND state = 'ready' AND node IS NULL "
+            "ORDER BY priority, seq LIMIT w.n "
             "FOR UPDATE SKIP LOCKED) x) "
             "UPDATE jobs j SET state = 'reserved', node = %s, reserves = j.reserves + 1, "
             "lease_until_ms = %s + j.ttr_ms FROM c WHERE j.id = c.id "
@@ -89,6 +110,25 @@ class SharedStore(Store):
                 conn.commit()
             finally:
                 conn.close()
+
+    def ensure_indexes(self) -> list:
+        """Create the shared mode's indexes that are missing or invalid (SHARED_INDEXES), with
+        CREATE INDEX CONCURRENTLY (writers of other nodes go on meanwhile). Call it inside
+        `serialized()`. Returns the names created."""
+        made = []
+        with self.engine.connect() as c:
+            c = c.execution_options(isolation_level="AUTOCOMMIT")
+            for name, spec in SHARED_INDEXES:
+                valid = c.exec_driver_sql(
+                    "SELECT i.indisvalid FROM pg_index i JOIN pg_class x ON x.oid = "
+                    "i.indexrelid WHERE x.relname = %s", (name,)).scalar()
+                if valid:
+                    continue
+                if valid is not None:   # an interrupted build left it invalid
+                    c.exec_driver_sql(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+                c.exec_driver_sql(f"CREATE INDEX CONCURRENTLY {name} ON jobs {spec}")
+                made.append(name)
+        return made
 
     def join(self) -> None:
         """Take the database in shared mode and name this node. Raises StoreLocked when a
@@ -118,7 +158,7 @@ class SharedStore(Store):
         self.first_block = start
         self.number = (start // ID_BLOCK) & 0x7FFFFFFF
         self.node = f"{os.uname().nodename}:{os.getpid()}:{self.number}"
-        self._seq_key = f"commit_seq:{self.node}"[:64]
+        self._seq_key = f"commit_seq:{self.number}"   # the node number is unique
         conn.exec_driver_sql(
             "INSERT INTO jobgate_meta (key, value) VALUES (%s, 0) ON CONFLICT (key) DO NOTHING",
             (self._seq_key,))
@@ -161,8 +201,21 @@ class SharedStore(Store):
                 raw = self._wconn = self.engine.raw_connection()
             # psycopg 3 pipeline mode: the batch's statements go out without waiting for
             # each other's answers, one round trip to the commit instead of one per statement
-            with raw.driver_connection.pipeline():
-                super().write(batch, verify)
+            try:
+                with raw.driver_connection.pipeline():
+                    super().write(batch, verify)
+            except sa.exc.SQLAlchemyError:
+                raise
+            except Exception as e:   # the pipeline's own sync failed (Store.write's contract)
+                self._wconn = None
+                try:
+                    raw.invalidate()
+                except Exception:  # pragma: no cover - gone anyway
+                    pass
+                base = self.engine.dialect.loaded_dbapi.Error
+                if isinstance(e, base):
+                    raise sa.exc.DBAPIError.instance(None, None, e, base) from e
+                raise
         finally:
             self._batch = None
 
@@ -183,17 +236,18 @@ class SharedStore(Store):
         ids += [r[-1] for r in b.results]
         if ids:
             conn.exec_driver_sql(
-                "WITH u AS (UPDATE jobs SET "
-                "node = CASE WHEN state = 'reserved' THEN %s END, "
-                "lease_until_ms = CASE WHEN state = 'reserved' "
-                "THEN COALESCE(lease_until_ms, %s + ttr_ms) END "
+                "WITH l AS (SELECT * FROM unnest(%s::bigint[], %s::bigint[]) AS l(id, until)), "
+                "u AS (UPDATE jobs SET "
+                "node = CASE WHEN state = 'reserved' OR id = ANY(%s) THEN %s END, "
+                "lease_until_ms = CASE WHEN state = 'reserved' THEN COALESCE("
+                "(SELECT until FROM l WHERE l.id = jobs.id), lease_until_ms, %s + ttr_ms) END "
                 f"WHERE id = ANY(%s){self._mine} "
-                "RETURNING queue, state, uid, result IS NOT NULL AS fin) "
+                "RETURNING queue, state, uid, result IS NOT NULL AS fin, node) "
                 f"SELECT count(pg_notify('{READY_CHANNEL}', q)) FROM "
-                "(SELECT DISTINCT queue AS q FROM u WHERE state = 'ready') s "
+                "(SELECT DISTINCT queue AS q FROM u WHERE state = 'ready' AND node IS NULL) s "
                 f"UNION ALL SELECT count(pg_notify('{DONE_CHANNEL}', uid)) FROM u "
                 "WHERE fin AND uid IS NOT NULL",
-                (self.node, _wall_ms(), ids))
+                (list(b.leases[0]), list(b.leases[1]), b.held, self.node, _wall_ms(), ids))
 
     def delete_jobs(self, conn, ids: list) -> None:
         """Remove deleted jobs' rows and NOTIFY jobgate_done with each uid (a result waiter
@@ -213,7 +267,8 @@ class SharedStore(Store):
             return []
         names = list(demand)
         cur = conn.cursor()
-        cur.execute(self._sql_claim, (names, [demand[n] for n in names], self.node, now_ms))
+        cur.execute(self._sql_claim, (names, [demand[n] for n in names], now_ms, self.node,
+                                      now_ms))
         rows = [dict(zip(_COLS, r)) for r in cur.fetchall()]
         cur.close()
         conn.commit()
@@ -245,6 +300,23 @@ class SharedStore(Store):
         conn.commit()
         return n
 
+    def sweep(self, conn, now_ms: int, held: list) -> int:
+        """Return to ready this node's reserved rows past their deadline that it does not
+        have in memory (`held`: the ids it has): a claim whose commit went through but whose
+        answer was lost. Returns how many."""
+        cur = conn.cursor()
+        cur.execute(
+            "WITH u AS (UPDATE jobs SET state = 'ready', node = NULL, lease_token = NULL, "
+            "lease_owner = NULL, lease_until_ms = NULL WHERE state = 'reserved' AND node = %s "
+            "AND lease_until_ms < %s AND NOT (id = ANY(%s)) RETURNING queue) "
+            f"SELECT COALESCE(sum(c), 0)::bigint, count(pg_notify('{READY_CHANNEL}', q)) "
+            "FROM (SELECT queue AS q, count(*) AS c FROM u GROUP BY queue) s",
+            (self.node, now_ms, held))
+        n = cur.fetchone()[0]
+        cur.close()
+        conn.commit()
+        return n
+
     def evict(self, conn, now_ms: int, limit: int = 1000) -> int:
         """Delete the jobs whose TTL or result retention ended by `now_ms` (expires_at_ms)
         and that nobody holds (a held job's own node evicts it after its lease), at most
@@ -271,11 +343,19 @@ class SharedStore(Store):
         are gone (their liveness lock is free), each exactly once (a conditional UPDATE).
         Returns how many jobs."""
         cur = conn.cursor()
+        # reserved rows a single-node server stored (no node: their holder is gone)
+        cur.execute(
+            "WITH u AS (UPDATE jobs SET state = 'ready', lease_token = NULL, lease_owner = NULL, "
+            "lease_until_ms = NULL WHERE state = 'reserved' AND node IS NULL AND "
+            "(lease_until_ms IS NULL OR lease_until_ms < %s) RETURNING queue) "
+            f"SELECT COALESCE(sum(c), 0)::bigint, count(pg_notify('{READY_CHANNEL}', q)) "
+            "FROM (SELECT queue AS q, count(*) AS c FROM u GROUP BY queue) s", (now_ms,))
+        n = cur.fetchone()[0]
+        conn.commit()
         cur.execute("SELECT DISTINCT node FROM jobs WHERE state = 'reserved' AND node <> %s "
                     "AND lease_until_ms < %s", (self.node, now_ms))
         nodes = [r[0] for r in cur.fetchall()]
         conn.commit()
-        n = 0
         for node in nodes:
             key = _node_number(node)
             if key is not None:

@@ -29,6 +29,7 @@ from typing import Iterator
 import sqlalchemy as sa
 
 from . import schema
+from .sqlite_rows import FOLD_MIN_ROWS, Folder, fast_sqlite_binding
 from .storage_upkeep import PG_LOCK_KEY, Upkeep  # noqa: F401 (re-exported)
 from .store_port import Loaded, StoreLocked, StorePort  # noqa: F401 (re-exported)
 
@@ -45,10 +46,12 @@ def _placeholders(paramstyle: str, n: int) -> list[str]:
 def make_engine(url: str, application_name: str | None = None) -> sa.Engine:
     """Create the SQLAlchemy engine for `url`. A SQLite file's directory must exist: it is
     never created (a mistyped path is an error, not a new empty database). PostgreSQL sessions
-    carry `application_name` (pg_stat_activity) when given, and connect within 10 s unless the
-    URL sets `connect_timeout`."""
+    carry `application_name` (pg_stat_activity) when given, connect within 10 s unless the
+    URL sets `connect_timeout`, and use TCP keepalives (10 s idle, 3 probes 5 s apart) unless
+    the URL sets `keepalives`."""
     u = sa.make_url(url)
     if u.get_backend_name() == "sqlite":
+        fast_sqlite_binding()
         eng = sa.create_engine(u, connect_args={"check_same_thread": False, "timeout": 30})
         return eng
     args = {"application_name": application_name} if application_name else {}
@@ -56,6 +59,11 @@ def make_engine(url: str, application_name: str | None = None) -> sa.Engine:
         # a host that drops packets must not hold start-up or a commit retry for the
         # system's TCP timeout (minutes); the URL's own connect_timeout wins
         args["connect_timeout"] = 10
+    if "keepalives" not in u.query:
+        # TCP keepalives: a session whose server (or the path to it) died unseen fails within
+        # ~25 s instead of the system default of hours (a claim or a listener would hang)
+        args.update(keepalives=1, keepalives_idle=10, keepalives_interval=5,
+                    keepalives_count=3)
     return sa.create_engine(u, pool_pre_ping=True, connect_args=args)
 
 
@@ -130,6 +138,8 @@ class Store(Upkeep):
                          len(schema.EVENT_COLUMNS)}}
         self._ph1 = _placeholders(ps, 1)[0]
         self._many_sql: dict = {}   # (head, rows) -> multi-row INSERT text (_many)
+        #: SQLite: chunks of many rows bind a column alike in every row once (sqlite_rows.py)
+        self._folder = Folder() if self.is_sqlite else None
         self._sql_insert = ins(j, schema.JOB_NEW_COLUMNS)
         self._sql_insert_full = ins(j, schema.JOB_INSERT_COLUMNS)
         no_lease = ", lease_token = NULL, lease_owner = NULL, lease_until_ms = NULL"
@@ -270,9 +280,15 @@ class Store(Upkeep):
 
     def _many(self, conn, head: str, width: int, rows: list) -> None:
         """INSERT `rows` (tuples of `width`) as multi-row VALUES statements of <= 500 rows:
-        one statement step instead of one per row (SQLite: ~15% faster than executemany)."""
+        one statement step instead of one per row (SQLite: ~15% faster than executemany).
+        SQLite: a chunk of FOLD_MIN_ROWS or more binds each column that is alike in every
+        row once (core/sqlite_rows.py)."""
+        folder = self._folder
         for i in range(0, len(rows), 500):
             chunk = rows[i:i + 500]
+            if folder is not None and len(chunk) >= FOLD_MIN_ROWS:
+                conn.exec_driver_sql(*folder.folded(head, width, chunk))
+                continue
             k = (head, len(chunk))
             sql = self._many_sql.get(k)
             if sql is None:   # the same few texts every batch: made once, hashed once

@@ -41,6 +41,8 @@ PROMOTE_MS = 100
 RESCUE_MS = 1000
 #: s before a lost connection is replaced
 RECONNECT_S = 0.5
+#: the periodic task kinds (at most one of each queued)
+PERIODIC = frozenset(("promote", "cron", "rescue", "sweep"))
 #: the most cron runs the leader fires in one round (every PROMOTE_MS)
 CRON_IDS = 64
 #: s the listener waits for a notification before it tries the leader lock again
@@ -73,6 +75,7 @@ class SharedLink:
         self.evicted = 0
         self._threads: list = []
         self._cron_next = self._cron_end = 0   # the leader's ids for cron runs (claim thread)
+        self._queued: set = set()   # periodic task kinds queued and not yet done
 
     # ------------------------------------------------------------- on the loop
     def want(self) -> None:
@@ -92,12 +95,19 @@ class SharedLink:
         self.pending = False
         self.claims += 1
         self.claimed += len(rows)
-        self.node.load(rows)
-        if self.again or rows:
+        left = self.node.load(rows)
+        if self.again or (rows and not left):
             self.want()   # more waiters came, or the queue may hold more
 
     def _query(self, fn, args: tuple, callback) -> None:
         self.tasks.put(("call", (fn, args, callback)))
+
+    def _periodic(self, kind: str, arg=None) -> None:
+        """Queue a periodic task unless one of its kind waits already (a blocked or failing
+        claim thread does not pile them up ahead of the claims)."""
+        if kind not in self._queued:
+            self._queued.add(kind)
+            self.tasks.put((kind, arg))
 
     def _want_ids(self) -> None:
         self.tasks.put(("ids", None))
@@ -136,14 +146,17 @@ class SharedLink:
                     last_poll = now
                     if not self.pending and self.node.demand():
                         self.want()
-                if self.leader:
-                    if now - last_promote >= PROMOTE_MS:
-                        last_promote = now
-                        self.tasks.put(("promote", None))
-                        self.tasks.put(("cron", None))
-                    if now - last_rescue >= RESCUE_MS:
-                        last_rescue = now
-                        self.tasks.put(("rescue", None))
+                if now - last_rescue >= RESCUE_MS:
+                    last_rescue = now
+                    # rows this node claimed whose answer it lost (the claim committed, its
+                    # reply did not arrive): held here in the database, by nobody in memory
+                    self._periodic("sweep", self.node.held_ids())
+                    if self.leader:
+                        self._periodic("rescue")
+                if self.leader and now - last_promote >= PROMOTE_MS:
+                    last_promote = now
+                    self._periodic("promote")
+                    self._periodic("cron")
         finally:
             self.stop()
 
@@ -170,6 +183,7 @@ class SharedLink:
                     self._post(self.node.set_block, self.store.next_block(conn))
                 elif kind == "promote":
                     self.promoted += self.store.promote(conn, now)
+                    self.port.end_pauses(conn, now)   # pauses across nodes that ran out
                     self.evicted += self.store.evict(conn, now)
                 elif kind == "cron":
                     if self._cron_next + CRON_IDS > self._cron_end:
@@ -185,6 +199,11 @@ class SharedLink:
                     if n:
                         self.rescued += n
                         event(log, "rescued expired reservations of gone nodes", jobs=n)
+                elif kind == "sweep":
+                    n = self.store.sweep(conn, now, arg)
+                    if n:
+                        self.rescued += n
+                        event(log, "returned this node's stranded claims", jobs=n)
             except Exception as e:   # connection lost, database down: try again later
                 log.warning("shared-mode statement failed (%s): %s", kind, e)
                 if conn is not None:
@@ -199,7 +218,13 @@ class SharedLink:
                     self._post(self._ids_failed)
                 elif kind == "call":
                     self._post(arg[2], e if isinstance(e, Exception) else RuntimeError(str(e)))
+                elif kind == "cron":
+                    # the round may have committed before the error: never reuse its ids
+                    self._cron_next = self._cron_end
                 time.sleep(RECONNECT_S)
+            finally:
+                if kind in PERIODIC:
+                    self._queued.discard(kind)
         if conn is not None:
             try:
                 conn.close()

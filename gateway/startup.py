@@ -248,6 +248,7 @@ def open_database(url: str, sqlite_synchronous: str = "normal", lock: bool = Tru
         if shared:
             with store.serialized():
                 upgrade_if_needed(store.engine)
+                store.ensure_indexes()
             store.join()
         else:
             upgrade_if_needed(store.engine)

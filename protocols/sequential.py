@@ -148,6 +148,9 @@ class Sequential:
                     return
                 if self._eof:          # input already ended: the command cannot wait
                     w = h.cancel_wait()
+                    if w is None and not h.has_reply():
+                        self._waiting = True   # its answer comes later (a database read)
+                        return
                     self._send(w if w is not None else h.take_reply())
                     continue
                 self._waiting = True

@@ -1,6 +1,6 @@
 """Several nodes on one PostgreSQL (issue 19, docs/scaling.md): the columns and indexes of the
 shared storage mode. Harmless for single-node servers: two nullable columns; on PostgreSQL two
-sequences and three partial indexes.
+sequences.
 
 - `jobs.node`: the node (a jobgate process in shared mode) whose client holds the reserved job;
   NULL in every other state and in single-node mode.
@@ -10,11 +10,9 @@ sequences and three partial indexes.
 - Sequence `jobgate_job_ids` (PostgreSQL): job ids for shared nodes, handed out in blocks
   (INCREMENT BY 1,000,000: one `nextval` is one node's block), so that ids are unique across
   nodes without a round trip per put.
-- Partial indexes (PostgreSQL): `jobs_claim (queue, priority, seq) WHERE state = 'ready'` for
-  the claim query, `jobs_due (ready_at_ms) WHERE state = 'delayed'` for promoting due delayed
-  jobs, `jobs_held (lease_until_ms) WHERE state = 'reserved'` for the rescuer,
-  `jobs_uid (uid)` for a node reading a job it does not hold by its uid (workq, bunqueue),
-  `jobs_expiry (expires_at_ms)` for the leader's evictions (TTL, result retention).
+- The shared mode's partial indexes are not made here: the first node that joins creates them
+  (core/shared_store.py SHARED_INDEXES), so that single-node servers on PostgreSQL do not pay
+  for their upkeep on every write (they would also make every state change a non-HOT update).
 
 Revision ID: 0009
 Revises: 0008
@@ -38,11 +36,7 @@ def upgrade() -> None:
     op.execute("UPDATE jobs SET seq = id")
     op.execute("SELECT setval('jobgate_job_seq', GREATEST((SELECT max(id) FROM jobs), 1))")
     op.execute("CREATE SEQUENCE jobgate_job_ids INCREMENT BY 1000000 MINVALUE 1 START WITH 1")
-    op.execute("CREATE INDEX jobs_claim ON jobs (queue, priority, seq) WHERE state = 'ready'")
-    op.execute("CREATE INDEX jobs_due ON jobs (ready_at_ms) WHERE state = 'delayed'")
-    op.execute("CREATE INDEX jobs_held ON jobs (lease_until_ms) WHERE state = 'reserved'")
-    op.execute("CREATE INDEX jobs_uid ON jobs (uid) WHERE uid IS NOT NULL")
-    op.execute("CREATE INDEX jobs_expiry ON jobs (expires_at_ms) WHERE expires_at_ms IS NOT NULL")
+
 
 
 def downgrade() -> None:

@@ -8,6 +8,12 @@ conditions follow the beanstalk spec (../shared/specs/beanstalk-protocol.txt) an
 1.12 (../shared/reference). Per-connection state: the used tube, the watch list (swap-remove
 order, like beanstalkd's ms_*), the owner that holds this connection's reservations,
 producer/worker flags. The engine is reached through its port only (core/api.py).
+
+The global commands (stats, stats-tube, list-tubes, peek*, stats-job, kick, kick-job, delete,
+pause-tube) use the port's callback forms (core/port_global.py): on a single server the
+callback runs at once and the reply is returned as before; on a node in shared mode it may
+come when the database answers, and the command then returns WAIT as a waiting reserve does
+(`_later`; docs/mapping.md, "Shared mode").
 """
 from __future__ import annotations
 
@@ -70,6 +76,9 @@ class Session:
         self.on_wake = None
         self.need_commit = False
         self._result = None
+        self._later_reply = None   # the answer of a command that waited for the database
+        self._querying = False     # such a command waits (shared mode: core/port_global.py)
+        self._shared = info.port.shared   # a node in shared mode (docs/scaling.md)
         info.connections += 1
         info.total_connections += 1
         self._ops = {
@@ -78,13 +87,13 @@ class Session:
             b"delete": self._delete, b"release": self._release, b"bury": self._bury,
             b"touch": self._touch, b"use": self._use, b"watch": self._watch,
             b"ignore": self._ignore, b"peek": self._peek,
-            b"peek-ready": lambda c: self._peek_q(e.peek_ready),
-            b"peek-delayed": lambda c: self._peek_q(e.peek_delayed),
-            b"peek-buried": lambda c: self._peek_q(e.peek_buried),
+            b"peek-ready": lambda c: self._peek_q(e.peek_ready_global),
+            b"peek-delayed": lambda c: self._peek_q(e.peek_delayed_global),
+            b"peek-buried": lambda c: self._peek_q(e.peek_buried_global),
             b"kick": self._kick, b"kick-job": self._kick_job,
-            b"stats": lambda c: self.info.stats(), b"stats-job": self._stats_job,
-            b"stats-tube": self._stats_tube,
-            b"list-tubes": lambda c: yaml_list(e.queue_names()),
+            b"stats": lambda c: self._later(e.stats_global, self.info.stats),
+            b"stats-job": self._stats_job, b"stats-tube": self._stats_tube,
+            b"list-tubes": lambda c: self._later(e.queue_names_global, yaml_list),
             b"list-tube-used": lambda c: b"USING %s\r\n" % self.used.encode(),
             b"list-tubes-watched": lambda c: yaml_list(self.watch),
             b"pause-tube": self._pause, b"quit": lambda c: QUIT,
@@ -134,16 +143,23 @@ class Session:
 
     def has_reply(self) -> bool:
         """True when a reserve that returned WAIT already has its answer (take_reply())."""
-        return self._result is not None
+        return self._result is not None or self._later_reply is not None
 
     def take_reply(self) -> bytes:
-        """The reply of a reserve that returned WAIT, once `on_wake` has been called."""
+        """The reply of a reserve (or of a command answered by the database, see _later)
+        that returned WAIT, once `on_wake` has been called."""
+        if self._later_reply is not None:
+            r, self._later_reply = self._later_reply, None
+            return r
         r, self._result = self._result, None
         return self._reserve_reply(r)
 
     def cancel_wait(self) -> bytes | None:
         """Abandon a waiting reserve (client half-closed): returns TIMED_OUT, or None if the
-        reserve already has its answer (then take_reply() gives it)."""
+        reserve already has its answer (then take_reply() gives it), or when the command waits
+        for the database (it cannot be withdrawn: its answer comes)."""
+        if self._querying:
+            return None
         if self.port.cancel_wait(self.owner):
             return R_TIMED_OUT
         return None
@@ -231,7 +247,10 @@ class Session:
         return NOT_FOUND
 
     def _delete(self, c):
-        return self._mutated(self.port.delete(self.owner, c[1]), b"DELETED\r\n")
+        if not self._shared:   # the hot path of a single server: no callback
+            return self._mutated(self.port.delete(self.owner, c[1]), b"DELETED\r\n")
+        return self._later(lambda cb: self.port.delete_global(self.owner, c[1], cb),
+                           lambda ok: self._mutated(ok, b"DELETED\r\n"))
 
     def _release(self, c):
         ok = self.port.release(self.owner, c[1], to_rank(c[2]), c[3] * 1000)
@@ -271,33 +290,73 @@ class Session:
             self.port.detach(name, "watching")
         return b"WATCHING %d\r\n" % len(w)
 
-    def _peek(self, c):
-        job = self.port.peek(c[1])
+    @staticmethod
+    def _found_job(job) -> bytes:
         return NOT_FOUND if job is None else _found(b"FOUND", job)
+
+    def _peek(self, c):
+        return self._later(lambda cb: self.port.peek_global(c[1], cb), self._found_job)
 
     def _peek_q(self, fn):
-        job = fn(self.used)
-        return NOT_FOUND if job is None else _found(b"FOUND", job)
+        used = self.used
+        return self._later(lambda cb: fn(used, cb), self._found_job)
 
-    def _kick(self, c):
-        n = self.port.kick(self.used, c[1], "beanstalk")
+    def _kicked(self, n: int) -> bytes:
         if n:
             self.need_commit = True
         return b"KICKED %d\r\n" % n
 
+    def _kick(self, c):
+        used = self.used
+        return self._later(lambda cb: self.port.kick_global(used, c[1], "beanstalk", cb),
+                           self._kicked)
+
     def _kick_job(self, c):
-        return self._mutated(self.port.kick_job(c[1], "beanstalk"), b"KICKED\r\n")
+        return self._later(lambda cb: self.port.kick_job_global(c[1], "beanstalk", cb),
+                           lambda ok: self._mutated(ok, b"KICKED\r\n"))
 
     def _stats_job(self, c):
-        job = self.port.peek(c[1])
-        return NOT_FOUND if job is None else self.info.stats_job(job)
+        return self._later(lambda cb: self.port.peek_global(c[1], cb),
+                           lambda job: NOT_FOUND if job is None else self.info.stats_job(job))
 
     def _stats_tube(self, c):
-        q = self.port.queue(c[1])
-        return NOT_FOUND if q is None else self.info.stats_tube(q)
+        return self._later(lambda cb: self.port.queue_global(c[1], cb),
+                           lambda q: NOT_FOUND if q is None else self.info.stats_tube(q))
 
     def _pause(self, c):
-        return b"PAUSED\r\n" if self.port.pause(c[1], c[2] * 1000) else NOT_FOUND
+        return self._later(lambda cb: self.port.pause_global(c[1], c[2] * 1000, cb),
+                           lambda ok: b"PAUSED\r\n" if ok else NOT_FOUND)
+
+    def _later(self, start, reply):
+        """Run `start(callback)`, a port operation with a callback form (core/port_global.py),
+        and answer `reply(result)`: at once when the callback runs at once (single node: the
+        reply is returned as before), else WAIT and the reply later through `on_wake` /
+        take_reply, as for a waiting reserve (the replies behind it are held in order).
+        INTERNAL_ERROR when the database failed (the callback got an Exception)."""
+        sync = [True, None]
+
+        def answer(x) -> bytes:
+            if isinstance(x, Exception):
+                return INTERNAL_ERROR
+            try:
+                return reply(x)
+            except AccessDenied:
+                return NOT_FOUND
+
+        def cb(x) -> None:
+            if sync[0]:
+                sync[1] = (x,)
+                return
+            self._later_reply = answer(x)
+            self._querying = False
+            if self.on_wake is not None:
+                self.on_wake()
+        start(cb)
+        sync[0] = False
+        if sync[1] is not None:
+            return answer(sync[1][0])
+        self._querying = True
+        return WAIT
 
 
 def connect(info: ServerInfo, transport) -> Sequential:

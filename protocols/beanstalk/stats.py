@@ -90,10 +90,12 @@ class ServerInfo:
         out.update((k.decode(), v) for k, v in self.more_cmds.items())
         return out
 
-    def stats(self) -> bytes:
-        """The `stats` reply."""
+    def stats(self, st=None) -> bytes:
+        """The `stats` reply; `st`: the server's counts (core.api.ServerStats, default
+        port.stats(); a node in shared mode passes Port.stats_global's)."""
         p = self.port
-        st = p.stats()
+        if st is None:
+            st = p.stats()
         ru = resource.getrusage(resource.RUSAGE_SELF)
         lines = [
             "---",

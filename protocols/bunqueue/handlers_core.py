@@ -12,8 +12,8 @@ from .codec import pack
 from .info import DEFAULT_LOCK_TTL_MS
 from .jobview import DEFAULT_MAX_ATTEMPTS, job_body, new_id
 from .bulk import encode_steps, push_batch_steps, release_steps, too_large
-from .options import (build_ext, data_error, encode_data, number_error, options_error,
-                      queue_error, queue_name, take_name)
+from .options import (SHARED_NO_FLOWS, build_ext, data_error, encode_data, number_error,
+                      options_error, queue_error, queue_name, take_name)
 from .handlers_flow import link_new_child, parent_link_error, with_parent
 from .registry import PENDING, Spliced, bulk_command, command, err
 
@@ -70,6 +70,8 @@ def _push_one(sess, queue: str, opts: dict, prefix: str = "", encoded=None):
     custom = opts.get("jobId")
     if custom is None:
         custom = opts.get("customId")
+    if e.shared and (opts.get("parentId") is not None or opts.get("dependsOn")):
+        return err(prefix + SHARED_NO_FLOWS)
     if opts.get("parentId") is not None:   # Queue.add with a parent (handlers_flow.py)
         msg = parent_link_error(sess, opts, custom)
         if msg:

@@ -18,7 +18,7 @@ from .flow_check import _js
 from .codec import map_header, pack, pack_value, unpack_value
 from .info import DEFAULT_LOCK_TTL_MS
 from .jobview import DEFAULT_MAX_ATTEMPTS, POLICY_FLAGS, job_body, result_body
-from .options import build_ext, encode_data
+from .options import SHARED_NO_FLOWS, build_ext, encode_data
 from .handlers_outcome import _active
 from .handlers_query import find
 from .registry import Spliced, command, err, ok_empty
@@ -120,6 +120,8 @@ def push_flow(sess, cmd: dict):
     jobs = cmd.get("jobs")
     if jobs is None:
         return err("undefined is not an object (evaluating 'cmd.jobs.map')")
+    if sess.port.shared:
+        return err(SHARED_NO_FLOWS)
     if jobs.__class__ is not list:
         return err("flow jobs must be an array")
     msg = flow_check.normalise(jobs) or flow_check.check(jobs)

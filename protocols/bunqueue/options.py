@@ -203,3 +203,8 @@ def build_ext(opts: dict, custom_id, deps_unmet: list) -> dict | None:
             ext["deps"] = deps_unmet
             ext["firstState"] = "waiting-children"   # its first timeline entry (jobview)
     return ext
+
+
+#: the error for a flow or a dependency in shared mode (docs/scaling.md: a parent waiting for
+#: children that other nodes finish is not released yet)
+SHARED_NO_FLOWS = "Flows and job dependencies are not supported in shared mode (docs/scaling.md)"

@@ -1,0 +1,237 @@
+"""The port's global reads and admin changes (a base of core.api.Port; issue 19, item 4):
+beanstalk's stats, stats-tube, list-tubes, peek*, stats-job, kick, kick-job, delete and
+pause-tube as operations with a callback form, so that a node in shared mode can answer them
+from the database every node shares (docs/mapping.md, "Shared mode").
+
+Each `*_global` operation calls `callback(answer)` exactly once:
+
+- single-node mode: at once, on the caller's stack, with what the plain operation returns
+  (`stats()`, `queue()`, `peek()`, `kick()` ...): nothing changes for a single server;
+- shared mode: on the event loop, when the statement of core/shared_reads.py has run on the
+  node's claim thread (core.shared.SharedNode.query_settled: after every change made on this
+  node so far is committed). A job this node holds (it is in the engine) is answered from the
+  engine at once, as in single-node mode. On a database error `callback` gets the Exception.
+
+Counts in shared mode are the database's (rows held by this node left out) plus this node's
+engine; connection figures (using, watching, waiting, total_jobs, cmd counts) stay per node.
+Units: ms (wall ms in the database). `self._engine` is the engine behind the port.
+"""
+from __future__ import annotations
+
+from .model import BURIED, COMPLETED, DELAYED, READY, RESERVED, QueueView, ServerStats
+from .views import job_view, queue_view, server_stats
+
+
+def _sr():
+    from . import shared_reads   # loads msgpack and the schema: shared mode only
+    return shared_reads
+
+
+def _then(callback, convert):
+    """A query callback: an Exception passes through, anything else goes through `convert`."""
+    def cb(x):
+        callback(x if isinstance(x, Exception) else convert(x))
+    return cb
+
+
+#: QueueView / ServerStats field of each state
+_STATE_FIELD = {READY: 1, DELAYED: 3, RESERVED: 5, BURIED: 6, COMPLETED: 7}
+_STATS_FIELD = {READY: 1, RESERVED: 2, DELAYED: 3, BURIED: 4, COMPLETED: 5}
+
+
+class GlobalOps:
+    """Global reads and admin changes of core.api.Port (see the module docstring)."""
+
+    def _history(self) -> bool:
+        j = self._engine.journal
+        return j is not None and j.history
+
+    # ----------------------------------------------------------------- reads
+    def stats_global(self, callback) -> None:
+        """`callback(ServerStats)`: the server's counts (stats()); in shared mode the job
+        counts and `queues` span every node, the rest is this node's."""
+        e = self._engine
+        sh = e.shared
+        if sh is None:
+            callback(self.stats())
+            return
+
+        def merge(res):
+            rows, pauses = res
+            st = list(server_stats(e))
+            names = set(e.queues) | set(pauses)
+            for q, state, n, urgent in rows:
+                names.add(q)
+                i = _STATS_FIELD.get(state)
+                if i is not None:
+                    st[i] += n
+                st[0] += urgent
+            st[6] = len(names)
+            return ServerStats(*st)
+        sh.query_settled(_sr().counts, (sh.node, None, self.clock.wall_ms()),
+                         _then(callback, merge))
+
+    def queue_global(self, name: str, callback) -> None:
+        """`callback(QueueView | None)`: queue `name` (queue()); in shared mode its job counts
+        and pause span every node, its connection figures and counters are this node's; None
+        when it exists nowhere."""
+        e = self._engine
+        sh = e.shared
+        if sh is None:
+            callback(self.queue(name))
+            return
+
+        def merge(res):
+            rows, pauses = res
+            q = e.queues.get(name)
+            if q is None and not rows and name not in pauses:
+                return None
+            if q is not None:
+                v = list(queue_view(e, q))
+            else:
+                v = [name, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, False, 0, 0, False, False]
+            for _, state, n, urgent in rows:
+                i = _STATE_FIELD.get(state)
+                if i is not None:
+                    v[i] += n
+                v[2] += urgent
+            p = pauses.get(name)
+            if p is not None:
+                left = p[0] - self.clock.wall_ms()
+                if left > 0:
+                    v[14], v[15], v[16] = True, p[1], max(left, v[16])
+            return QueueView(*v)
+        sh.query_settled(_sr().counts, (sh.node, name, self.clock.wall_ms()),
+                         _then(callback, merge))
+
+    def queue_names_global(self, callback) -> None:
+        """`callback(list of str)`: queue_names(); in shared mode followed by the queues that
+        have jobs (or a pause) in the database only, sorted."""
+        e = self._engine
+        sh = e.shared
+        if sh is None:
+            callback(self.queue_names())
+            return
+
+        def merge(names):
+            local = list(e.queue_order)
+            seen = set(local)
+            return local + [n for n in names if n not in seen]
+        sh.query_settled(_sr().queue_names, (self.clock.wall_ms(),), _then(callback, merge))
+
+    def peek_global(self, id: int, callback, allows=None) -> None:
+        """`callback(JobView | None)`: job `id` in a state beanstalk sees (peek()); in shared
+        mode a job this node does not hold is read from its row (time left from its
+        ready_at_ms or, reserved on another node, its lease_until_ms). `allows(queue)`: a job
+        of a queue it refuses is None."""
+        e = self._engine
+        sh = e.shared
+        job = e.peek(id)
+        if sh is None or job is not None or id in e.jobs:
+            v = None if job is None else job_view(e, job)
+            callback(None if v is None or (allows is not None and not allows(v.queue)) else v)
+            return
+
+        def seen(v):
+            if v is None or v.state is COMPLETED or (allows is not None and not allows(v.queue)):
+                return None
+            return v
+        sh.query_settled(_sr().job, (id, self.clock.wall_ms()), _then(callback, seen))
+
+    def _top(self, queue: str, state: str, local, callback) -> None:
+        e = self._engine
+        sh = e.shared
+        if sh is None:
+            callback(local(queue))
+            return
+
+        def best(v):
+            mine = local(queue)   # a job of this node's engine (claimed, not yet served)
+            if mine is None:
+                return v
+            if v is None:
+                return mine
+            if state is READY:
+                return mine if (mine.priority, mine.id) < (v.priority, v.id) else v
+            if state is DELAYED:
+                return mine if mine.due_ms < v.due_ms else v
+            return v
+        sh.query_settled(_sr().top, (queue, state, self.clock.wall_ms()), _then(callback, best))
+
+    def peek_ready_global(self, queue: str, callback) -> None:
+        """`callback(JobView | None)`: peek_ready(queue), across nodes in shared mode."""
+        self._top(queue, READY, self.peek_ready, callback)
+
+    def peek_delayed_global(self, queue: str, callback) -> None:
+        """`callback(JobView | None)`: peek_delayed(queue), across nodes in shared mode."""
+        self._top(queue, DELAYED, self.peek_delayed, callback)
+
+    def peek_buried_global(self, queue: str, callback) -> None:
+        """`callback(JobView | None)`: peek_buried(queue), across nodes in shared mode (the
+        buried job put first: the database keeps no bury time)."""
+        self._top(queue, BURIED, self.peek_buried, callback)
+
+    # --------------------------------------------------------------- changes
+    def kick_global(self, queue: str, bound: int, dialect: str, callback) -> None:
+        """`callback(int)`: kick(queue, bound, dialect); in shared mode the jobs of the
+        database (buried first, else delayed), each kicked by one node only."""
+        e = self._engine
+        sh = e.shared
+        if sh is None:
+            callback(self.kick(queue, bound, dialect))
+            return
+        n = e.kick(queue, bound, dialect)   # this node's own (changed since the last commit)
+        if n >= bound:
+            callback(n)
+            return
+        sh.query_settled(_sr().kick, (queue, bound - n, dialect, self.clock.wall_ms(),
+                                      self._history()), _then(callback, lambda k: n + k))
+
+    def kick_job_global(self, id: int, dialect: str, callback, allows=None) -> None:
+        """`callback(bool)`: kick_job(id, dialect); in shared mode a job not in this node's
+        engine is kicked in the database. `allows` as in peek_global."""
+        e = self._engine
+        sh = e.shared
+        job = e.jobs.get(id)
+        if sh is None or job is not None:
+            if job is not None and allows is not None and not allows(job.queue):
+                callback(False)
+                return
+            callback(self.kick_job(id, dialect))
+            return
+        sh.query_settled(_sr().kick_job, (id, dialect, self.clock.wall_ms(), self._history(),
+                                          allows), callback)
+
+    def delete_global(self, owner, id: int, callback, allows=None) -> None:
+        """`callback(bool)`: delete(owner, id); in shared mode a job not in this node's engine
+        is deleted from the database when it is ready, delayed or buried (reserved on another
+        node: False). `allows` as in peek_global."""
+        e = self._engine
+        sh = e.shared
+        job = e.jobs.get(id)
+        if sh is None or job is not None:
+            if job is not None and allows is not None and not allows(job.queue):
+                callback(False)
+                return
+            callback(self.delete(owner, id))
+            return
+        sh.query_settled(_sr().delete, (id, owner._o.dialect, self.clock.wall_ms(),
+                                        self._history(), allows), callback)
+
+    def pause_global(self, queue: str, ms: int, callback) -> None:
+        """`callback(bool)`: pause(queue, ms); in shared mode also for every node (claims
+        skip the queue until the pause ends; table queue_pauses); False when the queue exists
+        nowhere."""
+        e = self._engine
+        sh = e.shared
+        here = self.pause(queue, ms)
+        if sh is None:
+            callback(here)
+            return
+        sh.query_settled(_sr().pause, (queue, ms, self.clock.wall_ms(), here), callback)
+
+    def end_pauses(self, conn, now_ms: int) -> int:
+        """Shared mode, the leader's round (gateway/shared.py, on its claim thread with its
+        connection `conn`): end the pauses across nodes due by wall ms `now_ms`, notifying
+        their queues. Returns how many. Raises the driver's errors."""
+        return _sr().end_pauses(conn, now_ms)

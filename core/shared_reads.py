@@ -1,0 +1,282 @@
+"""The global reads and admin changes of a node in shared mode (issue 19, item 4;
+docs/scaling.md, docs/mapping.md "Shared mode"): beanstalk's stats, stats-tube, list-tubes,
+peek*, stats-job, kick, kick-job, delete of an unheld job and pause-tube, over the jobs table
+that every node shares.
+
+Each function takes a DB-API connection (psycopg 3) first, runs on the node's claim thread
+through core.shared.SharedNode.query_settled, and commits or rolls back before it returns.
+The port (core/port_global.py) merges what they return with the node's own engine: rows held
+by this node (`node = <this node>`, reserved here) are left out of the counts, because the
+engine counts them itself.
+
+Changes are conditional statements, so that two nodes never change one row twice: a kick
+locks the rows it moves with `FOR UPDATE SKIP LOCKED` (two concurrent kicks share the buried
+jobs, never kick one twice); a delete or kick-job names the states it accepts in its WHERE
+clause (a row claimed meanwhile by another node no longer matches: PostgreSQL re-checks the
+clause on the row's newest version). Jobs made ready are announced with
+`NOTIFY jobgate_ready, '<queue>'` as the store does (core/shared_store.py), and history rows
+(job_events) are written when `history` is on, as the engine's journal would.
+
+Units: wall ms. Errors: the driver's (psycopg.Error), after a rollback.
+"""
+from __future__ import annotations
+
+from types import MappingProxyType
+
+import msgpack
+
+from . import schema
+from .model import (BURIED, COMPLETED, DELAYED, READY, RESERVED, URGENT_RANK, JobView,
+                    LeaseView, derived_uid)
+
+#: the NOTIFY channel of ready jobs (core/shared_store.py READY_CHANNEL; not imported from
+#: there so that this module loads without SQLAlchemy's store)
+READY_CHANNEL = "jobgate_ready"
+
+_COLS = tuple(c.name for c in schema.jobs.columns)
+_SELECT = "SELECT " + ", ".join(_COLS) + " FROM jobs "
+_STATES = {s: s for s in (DELAYED, READY, RESERVED, BURIED, COMPLETED)}
+#: history rows of jobs an UPDATE/DELETE ... RETURNING `u` changed
+_EVENTS = ("INSERT INTO job_events (job_id, queue, dialect, event, at_ms, attempt, uid, "
+           "priority, payload_size, worker, error) SELECT id, queue, %s, %s, %s, reserves, uid, "
+           "priority, length(payload), NULL, NULL FROM u")
+
+
+def _run(conn, fn):
+    """Run `fn(cur)` in one transaction on `conn`: commit after, roll back on error."""
+    cur = conn.cursor()
+    try:
+        out = fn(cur)
+        cur.close()
+        conn.commit()
+        return out
+    except BaseException:
+        try:
+            conn.rollback()
+        except Exception:  # the connection is gone: the caller's error says why
+            pass
+        raise
+
+
+# ------------------------------------------------------------------------------ reads
+def counts(conn, node: str, queue: str | None, now_ms: int) -> tuple:
+    """Job counts of every queue (or of `queue`) in the database, leaving out the rows held
+    by `node` (this node counts those itself), and the pauses in force at `now_ms`.
+
+    Returns (rows, pauses): rows [(queue, state, jobs, urgent)] (urgent: ready jobs with rank
+    below URGENT_RANK, on the ready row); pauses {queue: (until_ms, pause_ms)}. The
+    server-wide form reads the whole jobs table (one sequential scan); the form for one queue
+    counts each state beanstalk shows through its partial index (jobs_claim, jobs_due,
+    jobs_held, jobs_buried) and leaves out completed jobs (beanstalk does not see them)."""
+    def go(cur):
+        if queue is None:
+            cur.execute("SELECT queue, state, count(*), count(*) FILTER (WHERE state = "
+                        "'ready' AND priority < %s) FROM jobs WHERE node IS DISTINCT FROM %s "
+                        "GROUP BY queue, state", (URGENT_RANK, node))
+            rows = [(q, _STATES.get(s, s), n, u) for q, s, n, u in cur.fetchall()]
+            cur.execute("SELECT queue, until_ms, pause_ms FROM queue_pauses "
+                        "WHERE until_ms > %s", (now_ms,))
+        else:
+            cur.execute(_ONE_QUEUE, (queue, queue, node, queue, URGENT_RANK, queue))
+            ready, urgent, delayed, reserved, buried = cur.fetchone()
+            rows = [(queue, st, n, urgent if st is READY else 0)
+                    for st, n in ((READY, ready), (DELAYED, delayed), (RESERVED, reserved),
+                                  (BURIED, buried)) if n]
+            cur.execute("SELECT queue, until_ms, pause_ms FROM queue_pauses "
+                        "WHERE until_ms > %s AND queue = %s", (now_ms, queue))
+        pauses = {q: (u, p) for q, u, p in cur.fetchall()}
+        return rows, pauses
+    return _run(conn, go)
+
+
+#: the counts of one queue, one state at a time so that each is a scan of its partial index
+_ONE_QUEUE = (
+    "SELECT r.n, r.u, "
+    "(SELECT count(*) FROM jobs WHERE queue = %s AND state = 'delayed'), "
+    "(SELECT count(*) FROM jobs WHERE queue = %s AND state = 'reserved' "
+    "AND node IS DISTINCT FROM %s), "
+    "(SELECT count(*) FROM jobs WHERE queue = %s AND state = 'buried') "
+    "FROM (SELECT count(*) AS n, count(*) FILTER (WHERE priority < %s) AS u FROM jobs "
+    "WHERE queue = %s AND state = 'ready') r")
+
+
+def queue_names(conn, now_ms: int) -> list:
+    """The names of the queues with jobs in the database or a pause in force, sorted."""
+    def go(cur):
+        cur.execute("SELECT DISTINCT queue FROM jobs UNION "
+                    "SELECT queue FROM queue_pauses WHERE until_ms > %s", (now_ms,))
+        return sorted(r[0] for r in cur.fetchall())
+    return _run(conn, go)
+
+
+def job(conn, id: int, now_ms: int) -> JobView | None:
+    """Job `id` as a JobView (see row_view), or None when it has no row."""
+    def go(cur):
+        cur.execute(_SELECT + "WHERE id = %s", (id,))
+        r = cur.fetchone()
+        return None if r is None else row_view(dict(zip(_COLS, r)), now_ms)
+    return _run(conn, go)
+
+
+#: peek-ready / peek-delayed / peek-buried: the order each takes its first job in. The
+#: database keeps no bury time: the buried job put first (seq) stands for the oldest buried.
+_TOP = {READY: "ORDER BY priority, seq", DELAYED: "ORDER BY ready_at_ms, id",
+        BURIED: "ORDER BY seq"}
+
+
+def top(conn, queue: str, state: str, now_ms: int) -> JobView | None:
+    """The first job of `queue` in `state` (ready, delayed or buried) in the order of _TOP,
+    as a JobView; None when there is none."""
+    def go(cur):
+        cur.execute(_SELECT + f"WHERE queue = %s AND state = %s {_TOP[state]} LIMIT 1",
+                    (queue, state))
+        r = cur.fetchone()
+        return None if r is None else row_view(dict(zip(_COLS, r)), now_ms)
+    return _run(conn, go)
+
+
+def row_view(r: dict, now_ms: int) -> JobView:
+    """A JobView of a jobs row `r` (a dict of its columns) at wall time `now_ms`: `left_ms` /
+    `due_ms` from ready_at_ms (delayed) or lease_until_ms (reserved on a node: its lease is
+    a LeaseView whose owner is the lease owner, else the node)."""
+    st = _STATES.get(r["state"], r["state"])
+    left = due = 0
+    lease = None
+    if st is DELAYED and r["ready_at_ms"] is not None:
+        due = r["ready_at_ms"]
+        left = due - now_ms
+    elif st is RESERVED and r["lease_until_ms"] is not None:
+        due = r["lease_until_ms"]
+        left = due - now_ms
+        lease = LeaseView(r["lease_token"] or "", 0, r["lease_owner"] or r["node"] or "",
+                          left, due)
+    ext = None
+    if r["extras"] is not None:
+        ext = msgpack.unpackb(bytes(r["extras"]), raw=False, strict_map_key=False)
+    uid = r["uid"]
+    res = r["result"]
+    return JobView(
+        r["id"], uid if uid is not None else derived_uid(r["id"]), uid is not None, r["queue"],
+        bytes(r["payload"]), r["payload_fmt"], r["priority"], st, r["dialect"],
+        r["created_ms"], r["delay_ms"], r["ttr_ms"], r["ttl_ms"], r["sched_ms"],
+        r["max_attempts"], r["max_fails"], r["reserves"], r["timeouts"], r["releases"],
+        r["buries"], r["kicks"], r["fails"], None if res is None else bytes(res),
+        bool(r["result_ok"]), None if ext is None else MappingProxyType(ext),
+        ext is not None and bool(ext.get("deps")), left, due, lease)
+
+
+# ---------------------------------------------------------------------------- changes
+#: what a kick does to a row: ready now, one more kick, a failed job's result voided (a
+#: dead letter taken back, as core/moves.py `_revive`)
+_KICK_SET = ("SET state = 'ready', kicks = j.kicks + 1, ready_at_ms = NULL, node = NULL, "
+             "result = NULL, result_ok = 0, expires_at_ms = CASE WHEN j.result IS NOT NULL "
+             "AND j.ttl_ms = 0 THEN NULL ELSE j.expires_at_ms END")
+
+
+def _kick_rows(cur, pick: str, args: tuple, dialect: str, now_ms: int, history: bool) -> int:
+    """Kick the rows `pick` (a SELECT of ids ... FOR UPDATE SKIP LOCKED) selects; returns how
+    many, their queues notified and their history written."""
+    ev = (f", e AS ({_EVENTS})" if history else "")
+    cur.execute(
+        f"WITH k AS ({pick}), u AS (UPDATE jobs j {_KICK_SET} FROM k WHERE j.id = k.id "
+        f"RETURNING j.id, j.queue, j.reserves, j.uid, j.priority, j.payload){ev} "
+        f"SELECT count(*), count(pg_notify('{READY_CHANNEL}', q)) FROM "
+        "(SELECT queue AS q FROM u) s GROUP BY q",
+        args + ((dialect, "kick", now_ms) if history else ()))
+    return sum(r[0] for r in cur.fetchall())
+
+
+def kick(conn, queue: str, bound: int, dialect: str, now_ms: int, history: bool) -> int:
+    """beanstalk kick on `queue`: up to `bound` buried jobs (put order), else, when the queue
+    has no buried job at all, up to `bound` delayed jobs (soonest first). Rows another node
+    is changing are skipped. Returns how many jobs were kicked."""
+    if bound <= 0:
+        return 0
+
+    def go(cur):
+        n = _kick_rows(cur, "SELECT id FROM jobs WHERE queue = %s AND state = 'buried' "
+                       "ORDER BY seq LIMIT %s FOR UPDATE SKIP LOCKED", (queue, bound),
+                       dialect, now_ms, history)
+        if n:
+            return n
+        cur.execute("SELECT EXISTS (SELECT 1 FROM jobs WHERE queue = %s AND state = 'buried')",
+                    (queue,))
+        if cur.fetchone()[0]:
+            return 0     # buried jobs another kick holds: kick no delayed one (beanstalkd)
+        return _kick_rows(cur, "SELECT id FROM jobs WHERE queue = %s AND state = 'delayed' "
+                          "ORDER BY ready_at_ms, id LIMIT %s FOR UPDATE SKIP LOCKED",
+                          (queue, bound), dialect, now_ms, history)
+    return _run(conn, go)
+
+
+def _allowed(cur, id: int, allows) -> bool:
+    """True when `allows` is None or allows the queue of job `id` (False: no such row)."""
+    if allows is None:
+        return True
+    cur.execute("SELECT queue FROM jobs WHERE id = %s", (id,))
+    r = cur.fetchone()
+    return r is not None and allows(r[0])
+
+
+def kick_job(conn, id: int, dialect: str, now_ms: int, history: bool, allows=None) -> bool:
+    """beanstalk kick-job of a job in the database: True when it was buried or delayed and is
+    ready now. `allows(queue)` (optional): a job of a queue it refuses is not found."""
+    def go(cur):
+        if not _allowed(cur, id, allows):
+            return False
+        return _kick_rows(cur, "SELECT id FROM jobs WHERE id = %s AND state IN "
+                          "('buried', 'delayed') FOR UPDATE", (id,),
+                          dialect, now_ms, history) > 0
+    return _run(conn, go)
+
+
+def delete(conn, id: int, dialect: str, now_ms: int, history: bool, allows=None) -> bool:
+    """beanstalk delete of a job in the database that nobody holds: True when it was ready,
+    delayed or buried (any client may delete those); False for a job reserved on a node, a
+    completed one or none. `allows` as in kick_job."""
+    def go(cur):
+        if not _allowed(cur, id, allows):
+            return False
+        ev = f", e AS ({_EVENTS})" if history else ""
+        cur.execute(
+            "WITH u AS (DELETE FROM jobs WHERE id = %s AND state IN ('ready', 'delayed', "
+            f"'buried') RETURNING id, queue, reserves, uid, priority, payload){ev} "
+            "SELECT count(*) FROM u", (id,) + ((dialect, "delete", now_ms) if history else ()))
+        return cur.fetchone()[0] > 0
+    return _run(conn, go)
+
+
+def pause(conn, queue: str, ms: int, now_ms: int, known: bool) -> bool:
+    """beanstalk pause-tube across nodes: claims skip `queue` for `ms` ms from `now_ms` (0:
+    the pause ends now and the queue is notified, so that waiting reservers claim). False
+    when the queue exists nowhere (not `known` here and no row in the database)."""
+    def go(cur):
+        if not known:
+            cur.execute("SELECT EXISTS (SELECT 1 FROM jobs WHERE queue = %s) OR EXISTS "
+                        "(SELECT 1 FROM queue_pauses WHERE queue = %s)", (queue, queue))
+            if not cur.fetchone()[0]:
+                return False
+        if ms > 0:
+            cur.execute("INSERT INTO queue_pauses (queue, until_ms, pause_ms) "
+                        "VALUES (%s, %s, %s) ON CONFLICT (queue) DO UPDATE SET "
+                        "until_ms = EXCLUDED.until_ms, pause_ms = EXCLUDED.pause_ms",
+                        (queue, now_ms + ms, ms))
+        else:
+            cur.execute("DELETE FROM queue_pauses WHERE queue = %s", (queue,))
+            cur.execute("SELECT pg_notify(%s, %s)", (READY_CHANNEL, queue))
+        return True
+    return _run(conn, go)
+
+
+def end_pauses(conn, now_ms: int) -> int:
+    """The leader's round: delete the pauses that ended by `now_ms` and notify their queues
+    (the reservers waiting for them on any node claim then). Returns how many ended."""
+    def go(cur):
+        cur.execute("WITH d AS (DELETE FROM queue_pauses WHERE until_ms <= %s RETURNING queue) "
+                    f"SELECT count(pg_notify('{READY_CHANNEL}', queue)) FROM d", (now_ms,))
+        return cur.fetchone()[0]
+    return _run(conn, go)
+
+
+__all__ = ["counts", "queue_names", "job", "top", "row_view", "kick", "kick_job", "delete",
+           "pause", "end_pauses"]
