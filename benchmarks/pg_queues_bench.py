@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -21,7 +22,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import BENCH_DIR, SCRIPT  # noqa: E402
+from bench_common import BENCH_DIR, SCRIPT, BenchError  # noqa: E402
 from bench_report import finish, fmt_ms, fmt_rate, percentile, pick_median  # noqa: E402
 from bench_servers import (DEFAULT_TARGETS, Server, install_signal_cleanup,  # noqa: E402
                            machine_busy_seconds, proc_cpu_seconds, run_guarded, wait_quiet)
@@ -160,6 +161,26 @@ def run_external(argv: list[str], cpu: CpuWindow, timeout: float) -> dict:
         return result
 
 
+def wait_answering(server: Server, timeout: float) -> None:
+    """Wait until the node answers a beanstalk command, not only accepts connections: the next
+    node starts only then (a node still migrating a fresh database may listen already).
+    Raises BenchError after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", server.port), timeout=2) as s:
+                s.settimeout(max(0.5, min(5.0, deadline - time.monotonic())))
+                s.sendall(b"list-tubes\r\n")
+                if s.recv(64):
+                    return
+        except OSError as e:
+            last = e
+        time.sleep(0.1)
+    raise BenchError(f"{server.name}: accepts connections but answers no command after "
+                     f"{timeout:.0f}s ({last}); log: {server.log_tail(300)!r}")
+
+
 def run_jobgate(args, template: str, nodes: int, pg_url: str, cpu: CpuWindow) -> dict:
     servers: list[Server] = []
     try:
@@ -167,6 +188,7 @@ def run_jobgate(args, template: str, nodes: int, pg_url: str, cpu: CpuWindow) ->
             subst = {"PYTHON": args.python, "PG_URL": pg_url, "NODE": str(i), "SCRIPT": SCRIPT}
             servers.append(Server(f"node{i}", template, subst, args.ready_timeout).start())
             cpu.server_pids.append(servers[-1].pid)
+            wait_answering(servers[-1], args.ready_timeout)
         ports = [s.port for s in servers]
         res = pgq_jobgate.run(ports, spec_of(args), on_window=cpu.start)
         if res.get("errors"):   # the nodes' own words first (e.g. one refusing to share a db)
