@@ -1,0 +1,121 @@
+"""The upkeep statements of shared mode (issue 19, docs/scaling.md), a base of
+core.shared_store.SharedStore (which provides `node`): the leader's promotions of due delayed
+jobs, evictions of expired ones and rescues of dead nodes' expired reservations, and each
+node's sweep of its own stranded claims. Each runs on the caller's DB-API connection (the
+node's claim thread), commits, and NOTIFYs the queues that got ready jobs. Times: wall ms.
+Errors: the driver's (psycopg.Error).
+"""
+from __future__ import annotations
+
+from .shared_results import DONE_CHANNEL
+
+#: the NOTIFY channel of ready jobs (payload: the queue name)
+READY_CHANNEL = "jobgate_ready"
+#: advisory lock class (first int4 key) of a node's liveness lock; the second key is the node's
+#: number. "jgnd" in ASCII.
+NODE_LOCK_CLASS = int.from_bytes(b"jgnd", "big") & 0x7FFFFFFF
+
+
+class LeaderDuties:
+    """promote / evict / rescue / sweep of SharedStore (see the module docstring)."""
+
+    def promote(self, conn, now_ms: int, limit: int = 1000) -> int:
+        """Delayed jobs due by `now_ms` become ready (at most `limit`), their queues
+        notified. Returns how many."""
+        cur = conn.cursor()
+        cur.execute(
+            "WITH d AS (SELECT id FROM jobs WHERE state = 'delayed' AND ready_at_ms <= %s "
+            "ORDER BY ready_at_ms LIMIT %s FOR UPDATE SKIP LOCKED), "
+            "u AS (UPDATE jobs j SET state = 'ready', ready_at_ms = NULL FROM d "
+            "WHERE j.id = d.id RETURNING j.queue) "
+            f"SELECT COALESCE(sum(n), 0)::bigint, count(pg_notify('{READY_CHANNEL}', q)) "
+            "FROM (SELECT queue AS q, count(*) AS n FROM u GROUP BY queue) s", (now_ms, limit))
+        n = cur.fetchone()[0]
+        cur.close()
+        conn.commit()
+        return n
+
+    def sweep(self, conn, now_ms: int, held: list) -> int:
+        """Return to ready this node's reserved rows past their deadline that it does not
+        have in memory (`held`: the ids it has): a claim whose commit went through but whose
+        answer was lost. Returns how many."""
+        cur = conn.cursor()
+        cur.execute(
+            "WITH u AS (UPDATE jobs SET state = 'ready', node = NULL, lease_token = NULL, "
+            "lease_owner = NULL, lease_until_ms = NULL WHERE state = 'reserved' AND node = %s "
+            "AND lease_until_ms < %s AND NOT (id = ANY(%s)) RETURNING queue) "
+            f"SELECT COALESCE(sum(c), 0)::bigint, count(pg_notify('{READY_CHANNEL}', q)) "
+            "FROM (SELECT queue AS q, count(*) AS c FROM u GROUP BY queue) s",
+            (self.node, now_ms, held))
+        n = cur.fetchone()[0]
+        cur.close()
+        conn.commit()
+        return n
+
+    def evict(self, conn, now_ms: int, limit: int = 1000) -> int:
+        """Delete the jobs whose TTL or result retention ended by `now_ms` (expires_at_ms)
+        and that nobody holds (a held job's own node evicts it after its lease), at most
+        `limit`, with a history row each and NOTIFY jobgate_done with their uids. Returns
+        how many."""
+        cur = conn.cursor()
+        cur.execute(
+            "WITH d AS (DELETE FROM jobs WHERE id IN (SELECT id FROM jobs "
+            "WHERE expires_at_ms <= %s AND state <> 'reserved' LIMIT %s "
+            "FOR UPDATE SKIP LOCKED) RETURNING id, queue, dialect, uid, priority, reserves, "
+            "length(payload) AS size), "
+            "h AS (INSERT INTO job_events (job_id, queue, dialect, event, at_ms, attempt, uid, "
+            "priority, payload_size) SELECT id, queue, dialect, 'ttl-evict', %s, reserves, uid, "
+            "priority, size FROM d) "
+            f"SELECT count(*), count(pg_notify('{DONE_CHANNEL}', uid)) FROM d",
+            (now_ms, limit, now_ms))
+        n = cur.fetchone()[0]
+        cur.close()
+        conn.commit()
+        return n
+
+    def rescue(self, conn, now_ms: int) -> int:
+        """Return to ready the reservations past their deadline (`now_ms`) held by nodes that
+        are gone (their liveness lock is free), each exactly once (a conditional UPDATE).
+        Returns how many jobs."""
+        cur = conn.cursor()
+        # reserved rows a single-node server stored (no node: their holder is gone)
+        cur.execute(
+            "WITH u AS (UPDATE jobs SET state = 'ready', lease_token = NULL, lease_owner = NULL, "
+            "lease_until_ms = NULL WHERE state = 'reserved' AND node IS NULL AND "
+            "(lease_until_ms IS NULL OR lease_until_ms < %s) RETURNING queue) "
+            f"SELECT COALESCE(sum(c), 0)::bigint, count(pg_notify('{READY_CHANNEL}', q)) "
+            "FROM (SELECT queue AS q, count(*) AS c FROM u GROUP BY queue) s", (now_ms,))
+        n = cur.fetchone()[0]
+        conn.commit()
+        cur.execute("SELECT DISTINCT node FROM jobs WHERE state = 'reserved' AND node <> %s "
+                    "AND lease_until_ms < %s", (self.node, now_ms))
+        nodes = [r[0] for r in cur.fetchall()]
+        conn.commit()
+        for node in nodes:
+            key = _node_number(node)
+            if key is not None:
+                cur.execute("SELECT pg_try_advisory_lock(%s, %s)", (NODE_LOCK_CLASS, key))
+                if not cur.fetchone()[0]:
+                    conn.commit()
+                    continue       # alive: its own TTR timers return its jobs
+                cur.execute("SELECT pg_advisory_unlock(%s, %s)", (NODE_LOCK_CLASS, key))
+            cur.execute(
+                "WITH u AS (UPDATE jobs SET state = 'ready', node = NULL, "
+                "timeouts = timeouts + 1, lease_token = NULL, lease_owner = NULL, "
+                "lease_until_ms = NULL WHERE state = 'reserved' AND node = %s "
+                "AND lease_until_ms < %s RETURNING queue) "
+                f"SELECT COALESCE(sum(c), 0)::bigint, count(pg_notify('{READY_CHANNEL}', q)) "
+                "FROM (SELECT queue AS q, count(*) AS c FROM u GROUP BY queue) s",
+                (node, now_ms))
+            n += cur.fetchone()[0]
+            conn.commit()
+        cur.close()
+        return n
+
+
+def _node_number(node: str):
+    """The liveness key of a node name `<host>:<pid>:<number>`, or None."""
+    try:
+        return int(node.rsplit(":", 1)[1])
+    except (IndexError, ValueError):
+        return None
