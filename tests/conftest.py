@@ -19,6 +19,7 @@ from migrations import upgrade
 
 from .ci_plugin import pytest_sessionfinish, pytest_terminal_summary  # noqa: F401 (hooks)
 from .server_support import Proc
+from .shared_support import nodes  # noqa: F401 (fixture: shared-mode nodes, issue 19)
 from .support import ADDR_HOST, Raw, Server, make_pg_database, pg_admin_url
 
 # hypothesis early: imported late (by its plugin, at the terminal summary) it trips a CPython

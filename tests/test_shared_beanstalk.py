@@ -1,6 +1,6 @@
 """beanstalk's global commands across shared-mode nodes (issue 19, item 4; docs/mapping.md
 "Shared mode"): real `jobgate serve --database-mode shared` processes on one fresh PostgreSQL
-(fixture `nodes` of tests/test_shared_nodes.py), the greenstalk client, raw sockets where the
+(fixture `nodes` of tests/shared_support.py), the greenstalk client, raw sockets where the
 order of pipelined replies matters.
 
 stats / stats-tube / list-tubes count the jobs of every node; peek*, stats-job see a job held
@@ -19,10 +19,7 @@ import time
 import greenstalk
 import pytest
 
-from . import test_shared_nodes as _nodes_module
-from .test_shared_nodes import bean
-
-nodes = _nodes_module.nodes   # the fixture: n shared-mode nodes on one fresh database
+from .shared_support import bean
 
 
 def raw(node, data: bytes, want: int, timeout: float = 10.0) -> bytes:

@@ -2,9 +2,9 @@
 --database-mode shared` processes on one fresh database, real clients (greenstalk, raw workq
 and bunqueue sockets). Jobs put on one node are reserved, leased and pulled on another; a
 reserver blocked on one node wakes for a put on another through LISTEN/NOTIFY (the claim poll
-set to a minute, so only the notification can wake it); a node killed with reservations gives
-them back after their TTR, and not before; under load with three nodes and a kill -9, every
-acknowledged job is delivered and none is held by two workers at once.
+set to a minute, so only the notification can wake it); results, job reads, deletes, TTL,
+metrics and refusals across nodes. The fault tests are in tests/test_shared_faults.py; the
+fixture and helpers in tests/shared_support.py.
 
 Needs JOBGATE_TEST_PG_URL (skipped with a clear reason without it; .ci/run sets it).
 """
@@ -18,36 +18,10 @@ import pytest
 
 from .bunqueue_support import BQ
 from .server_support import run_cli, serve_argv
+from .shared_support import bean, cron_state
 from .support import Server
 from .workq_support import (WorkqRaw, add_cmd, complete_cmd, lease_frame, new_uid,
                             result_frame)
-
-
-@pytest.fixture
-def nodes(pg_url, tmp_path):
-    """`nodes(n, poll_ms=60000)`: n shared-mode nodes on one fresh database (beanstalk, workq
-    and bunqueue listeners each); all stopped afterwards."""
-    started: list[Server] = []
-
-    def make(n: int, poll_ms: int = 60_000) -> list[Server]:
-        cfg = tmp_path / f"shared-{poll_ms}.yaml"
-        cfg.write_text(f"database:\n  mode: shared\n  poll_interval_ms: {poll_ms}\n")
-        out = []
-        for _ in range(n):
-            s = Server(pg_url, workq=True, bunqueue=True, extra=["--config", str(cfg)])
-            started.append(s)
-            out.append(s)
-        return out
-    make.url = pg_url
-    yield make
-    for s in started:
-        if s.proc.poll() is None:
-            s.stop()
-
-
-def bean(node: Server, tube: str) -> greenstalk.Client:
-    """A greenstalk client of `node` using and watching only `tube`."""
-    return greenstalk.Client(("127.0.0.1", node.port), encoding=None, use=tube, watch=tube)
 
 
 def test_put_on_one_node_is_reserved_on_another(nodes):
@@ -153,23 +127,6 @@ def test_delayed_job_is_not_reservable_before_its_time(nodes):
     assert time.monotonic() - put_at >= 1.9
 
 
-def test_dead_node_reservations_come_back_after_their_ttr(nodes):
-    a, b, c = nodes(3, poll_ms=200)
-    ca = bean(a, "dead")
-    jid = ca.put(b"held", ttr=3)
-    j = bean(b, "dead").reserve(timeout=1)
-    assert j.id == jid
-    killed_at = time.monotonic()
-    b.kill()
-    cc = bean(c, "dead")
-    with pytest.raises(greenstalk.TimedOutError):
-        cc.reserve(timeout=1)           # still within its TTR: nobody gets it
-    j = cc.reserve(timeout=20)
-    assert j.id == jid and j.body == b"held"
-    assert time.monotonic() - killed_at >= 2.5
-    assert cc.stats_job(j)["timeouts"] == 1
-
-
 def test_workq_and_bunqueue_across_nodes(nodes):
     a, b = nodes(2)
     wa, wb = WorkqRaw(a.workq_port), WorkqRaw(b.workq_port)
@@ -184,120 +141,6 @@ def test_workq_and_bunqueue_across_nodes(nodes):
     assert qb.ok("ACK", id=jid)
     r = qb.call("PULL", queue="bqs")    # no timeout: one claim round, nothing left
     assert r["ok"] is True and r["job"] is None
-
-
-def test_three_nodes_kill9_under_load(nodes):
-    """Producers and workers of all three dialects spread over three nodes, node 2 killed -9
-    midway: every acknowledged job is delivered and finished (beanstalk delete, workq
-    complete, bunqueue ACK); a job delivered twice was first held on the killed node."""
-    ns = nodes(3, poll_ms=200)
-    acked: set = set()        # (dialect, id) of acknowledged adds
-    deliveries: dict = {}     # (dialect, id) -> [node index of each delivery]
-    finished: set = set()
-    lock = threading.Lock()
-    stop = threading.Event()
-    errors = (OSError, ConnectionError, EOFError, greenstalk.Error)
-
-    def note(key, i):
-        with lock:
-            deliveries.setdefault(key, []).append(i)
-
-    def done(key):
-        with lock:
-            finished.add(key)
-
-    def producer(i, count):
-        c, w, q = bean(ns[i], "kb"), WorkqRaw(ns[i].workq_port), BQ(ns[i].bunqueue_port)
-        for k in range(count):
-            try:
-                jid = c.put(b"job %d %d" % (i, k), ttr=2)
-                with lock:
-                    acked.add(("b", jid))
-                uid = new_uid()
-                if w.cmd(add_cmd(uid, "kw", b"w", ttr=2000)) == b"+OK\r\n":
-                    with lock:
-                        acked.add(("w", uid))
-                bid = q.push("kq", {"k": k})
-                with lock:
-                    acked.add(("q", bid))
-            except errors:
-                return
-
-    def bean_worker(i):
-        try:
-            c = bean(ns[i], "kb")
-            while not stop.is_set():
-                try:
-                    j = c.reserve(timeout=1)
-                except greenstalk.TimedOutError:
-                    continue
-                note(("b", j.id), i)
-                c.delete(j)
-                done(("b", j.id))
-        except errors:
-            return
-
-    def workq_worker(i):
-        try:
-            w = WorkqRaw(ns[i].workq_port)
-            while not stop.is_set():
-                r = w.cmd(b"lease kw 1000\r\n")
-                if not r.startswith(b"+OK 1"):
-                    continue
-                uid = r.split(b"\r\n")[1].split(b" ")[0].decode()
-                note(("w", uid), i)
-                assert w.cmd(complete_cmd(uid, b"r")) == b"+OK\r\n"
-                done(("w", uid))
-        except errors:
-            return
-
-    def bq_worker(i):
-        try:
-            q = BQ(ns[i].bunqueue_port)
-            while not stop.is_set():
-                r = q.call("PULL", queue="kq", timeout=1000, owner=f"w{i}", lockTtl=2000)
-                job = r.get("job")
-                if not job:
-                    continue
-                note(("q", job["id"]), i)
-                q.ok("ACK", id=job["id"], token=r.get("token"))
-                done(("q", job["id"]))
-        except errors:
-            return
-
-    workers = [threading.Thread(target=fn, args=(i,)) for i in range(3)
-               for fn in (bean_worker, workq_worker, bq_worker)]
-    for t in workers:
-        t.start()
-    producers = [threading.Thread(target=producer, args=(i, 150)) for i in (0, 2)]
-    for t in producers:
-        t.start()
-    time.sleep(0.7)
-    ns[1].kill()
-    for t in producers:
-        t.join(60)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        with lock:
-            if acked <= finished:
-                break
-        time.sleep(0.2)
-    stop.set()
-    for t in workers:
-        t.join(10)
-    assert len(acked) == 900
-    # a job finished on the killed node whose reply died with it is finished all the same:
-    # its row is gone (beanstalk delete) or completed (workq complete, bunqueue ACK)
-    unanswered = acked - finished
-    stored = _rows(nodes.url, "SELECT queue, id, uid, state FROM jobs WHERE queue IN "
-                              "('kb', 'kw', 'kq')")
-    live = {("b", r[1]) for r in stored if r[0] == "kb"} | \
-        {("w" if r[0] == "kw" else "q", r[2]) for r in stored
-         if r[0] != "kb" and r[3] != "completed"}
-    assert not unanswered & live, f"not finished: {sorted(unanswered & live)[:10]}"
-    assert all(deliveries.get(k, [None])[-1] == 1 for k in unanswered), unanswered
-    for key, ds in deliveries.items():
-        assert all(i == 1 for i in ds[:-1]), (key, ds)   # only the dead node's were lost
 
 
 def test_single_node_server_and_shared_nodes_exclude_each_other(nodes, tmp_path):
@@ -322,174 +165,6 @@ def test_shared_mode_needs_postgresql(tmp_path):
                            f"sqlite:///{tmp_path}/x.db", "--database-mode", "shared"))
     assert r.returncode == 2
     assert b"database.mode" in r.stderr and b"PostgreSQL" in r.stderr
-
-
-def _leader(url: str):
-    """The pid of the PostgreSQL backend holding the shared-mode leader lock, or None."""
-    import sqlalchemy as sa
-    eng = sa.create_engine(url, poolclass=sa.pool.NullPool)
-    try:
-        with eng.connect() as c:
-            return c.exec_driver_sql(
-                "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a "
-                "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted AND "
-                "l.classid = %s AND l.objid = %s AND l.database = "
-                "(SELECT oid FROM pg_database WHERE datname = current_database())",
-                (int.from_bytes(b"jglead", "big") >> 32,
-                 int.from_bytes(b"jglead", "big") & 0xFFFFFFFF)).scalar()
-    finally:
-        eng.dispose()
-
-
-def _rows(url: str, sql: str) -> list:
-    """The rows of query `sql` on database `url`."""
-    import sqlalchemy as sa
-    eng = sa.create_engine(url, poolclass=sa.pool.NullPool)
-    try:
-        with eng.connect() as c:
-            return c.exec_driver_sql(sql).all()
-    finally:
-        eng.dispose()
-
-
-def _cron_state(url: str, queue: str) -> tuple:
-    """(jobs of `queue` in the database, executions of its schedule)."""
-    import sqlalchemy as sa
-    eng = sa.create_engine(url, poolclass=sa.pool.NullPool)
-    try:
-        with eng.connect() as c:
-            jobs = c.exec_driver_sql("SELECT count(*) FROM jobs WHERE queue = %s",
-                                     (queue,)).scalar()
-            ex = c.exec_driver_sql("SELECT executions FROM cron_schedules WHERE queue = %s",
-                                   (queue,)).scalar()
-        return jobs, ex
-    finally:
-        eng.dispose()
-
-
-def test_leader_failover_keeps_cron_runs_exactly_once(nodes):
-    """A repeatEvery schedule set on one node fires on the leader; the leader is killed -9;
-    another node takes over within a few seconds; every run is one job (executions == jobs),
-    and the runs over the whole time match its slots (none lost in the gap, none doubled)."""
-    ns = nodes(3, poll_ms=200)
-    pids = {s.proc.pid: s for s in ns}
-    leader_app = _leader(nodes.url)
-    assert leader_app is not None
-    leader = pids[int(leader_app.split()[1])]   # application_name "jobgate <pid> <hex>"
-    other = next(s for s in ns if s is not leader)
-    every = 1000
-    q = BQ(other.bunqueue_port)
-    started = time.monotonic()
-    q.ok("Cron", name="tick", queue="cronq", data={"n": 1}, repeatEvery=every)
-    time.sleep(2.5)
-    leader.kill()
-    killed = time.monotonic()
-    deadline = killed + 10
-    while time.monotonic() < deadline:
-        app = _leader(nodes.url)
-        if app is not None and int(app.split()[1]) != leader.proc.pid:
-            break
-        time.sleep(0.1)
-    else:
-        raise AssertionError("no new leader within 10 s")
-    took_over = time.monotonic() - killed
-    time.sleep(3.5)
-    jobs, ex = _cron_state(nodes.url, "cronq")
-    elapsed = time.monotonic() - started
-    assert jobs == ex, (jobs, ex)           # one job per recorded run: none doubled
-    slots = int(elapsed * 1000 // every)
-    assert slots - 1 <= jobs <= slots, (jobs, slots, took_over)   # none lost in the gap
-    assert took_over < 5
-
-
-def _terminate(url: str, pid: int) -> int:
-    """Terminate every PostgreSQL session of jobgate process `pid`; returns how many."""
-    import sqlalchemy as sa
-    eng = sa.create_engine(url, poolclass=sa.pool.NullPool)
-    try:
-        with eng.connect() as c:
-            n = c.exec_driver_sql(
-                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                "WHERE application_name LIKE %s", (f"jobgate {pid} %",)).scalar()
-            c.commit()
-        return n
-    finally:
-        eng.dispose()
-
-
-def test_terminated_connections_mid_load(nodes):
-    """Every database session of node b is terminated twice while workers on both nodes
-    reserve, hold and delete jobs (TTR 3 s, touched while held): b recovers (its puts and
-    reserves work again), every job is deleted, and no job is ever held by two workers
-    before its deadline."""
-    a, b = nodes(2, poll_ms=200)
-    tube = "term"
-    ttr = 3
-    held: dict = {}        # id -> (worker, deadline) of the current holder
-    overlaps: list = []
-    done: set = set()
-    lock = threading.Lock()
-    stop = threading.Event()
-
-    def worker(w, node):
-        c = None
-        while not stop.is_set():
-            try:
-                if c is None:
-                    c = bean(node, tube)
-                j = c.reserve(timeout=1)
-            except greenstalk.TimedOutError:
-                continue
-            except (OSError, greenstalk.Error, ConnectionError):
-                c = None
-                time.sleep(0.1)
-                continue
-            now = time.monotonic()
-            with lock:
-                prev = held.get(j.id)
-                if prev is not None and prev[1] > now + 0.2:
-                    overlaps.append((j.id, prev, w))
-                held[j.id] = (w, now + ttr)
-            try:
-                time.sleep(0.05)
-                c.touch(j)
-                with lock:
-                    held[j.id] = (w, time.monotonic() + ttr)
-                time.sleep(0.05)
-                c.delete(j)
-                with lock:
-                    done.add(j.id)
-                    held.pop(j.id, None)
-            except (OSError, greenstalk.Error, ConnectionError):
-                c = None
-
-    workers = [threading.Thread(target=worker, args=(w, (a, b)[w % 2])) for w in range(8)]
-    for t in workers:
-        t.start()
-    ids = []
-    ca, cb = bean(a, tube), bean(b, tube)
-    for k in range(200):
-        ids.append(ca.put(b"a%d" % k, ttr=ttr))
-        if k in (60, 120):
-            assert _terminate(nodes.url, b.proc.pid) > 0
-        while True:   # b's put: answered after its commit, or its server error meanwhile
-            try:
-                ids.append(cb.put(b"b%d" % k, ttr=ttr))
-                break
-            except (greenstalk.Error, OSError, ConnectionError):
-                time.sleep(0.1)
-                cb = bean(b, tube)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not set(ids) <= done:
-        time.sleep(0.2)
-    stop.set()
-    for t in workers:
-        t.join(10)
-    assert set(ids) <= done, f"{len(set(ids) - done)} never deleted"
-    assert overlaps == []
-    assert b.proc.poll() is None
-    _, err = b.stop()
-    assert b"listener lost its session" in err   # the fault did happen, and was survived
 
 
 def test_result_waiters_wake_across_nodes(nodes):
@@ -526,9 +201,9 @@ def test_ttl_eviction_in_the_database(nodes):
     uid = new_uid()
     assert wa.cmd(add_cmd(uid, "ttlq", b"p", ttr=5000, ttl=800)) == b"+OK\r\n"
     deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and _cron_state(nodes.url, "ttlq")[0]:
+    while time.monotonic() < deadline and cron_state(nodes.url, "ttlq")[0]:
         time.sleep(0.1)
-    assert _cron_state(nodes.url, "ttlq")[0] == 0
+    assert cron_state(nodes.url, "ttlq")[0] == 0
     assert wb.cmd(b"lease ttlq 200\r\n") == b"-TIMEOUT\r\n"
 
 

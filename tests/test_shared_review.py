@@ -1,5 +1,5 @@
 """Shared mode (issue 19): regressions found by review, on real node processes (the fixture
-and helpers of tests/test_shared_nodes.py). Each test failed before its fix:
+and helpers of tests/shared_support.py). Each test failed before its fix:
 
 - a job kept on a node for a local result waiter (workq `run`) was also claimable elsewhere;
 - claimed jobs whose waiter left before the claim returned stayed held by the node for good;
@@ -14,7 +14,7 @@ import greenstalk
 import pytest
 
 from .bunqueue_support import BQ
-from .test_shared_nodes import _rows, bean, nodes  # noqa: F401 (nodes: the fixture)
+from .shared_support import bean, rows
 from .workq_support import WorkqRaw, lease_frame, new_uid, run_cmd
 
 
@@ -57,7 +57,7 @@ def test_a_limited_queue_claims_no_more_than_it_admits(nodes):
     qa2 = BQ(a.bunqueue_port)
     qa2.send({"cmd": "PULL", "queue": "lq", "timeout": 20000, "owner": "w2", "reqId": "x"})
     time.sleep(2)
-    held = _rows(nodes.url, "SELECT count(*) FROM jobs WHERE queue = 'lq' AND "
+    held = rows(nodes.url, "SELECT count(*) FROM jobs WHERE queue = 'lq' AND "
                             "state = 'reserved'")[0][0]
     assert held == 1
     assert qb.call("PULL", queue="lq")["job"] is not None
@@ -94,10 +94,10 @@ def test_the_first_node_creates_the_shared_indexes(nodes):
     shared mode's partial indexes come with the first node (valid, built CONCURRENTLY)."""
     from core.shared_store import SHARED_INDEXES
     nodes(1)
-    rows = _rows(nodes.url, "SELECT x.relname, i.indisvalid FROM pg_index i JOIN pg_class x "
+    found = rows(nodes.url, "SELECT x.relname, i.indisvalid FROM pg_index i JOIN pg_class x "
                             "ON x.oid = i.indexrelid JOIN pg_class t ON t.oid = i.indrelid "
                             "WHERE t.relname = 'jobs' AND NOT i.indisprimary")
-    assert sorted(rows) == sorted((name, True) for name, _ in SHARED_INDEXES)
+    assert sorted(found) == sorted((name, True) for name, _ in SHARED_INDEXES)
 
 
 def test_nodes_started_together_on_a_fresh_database(pg_url, tmp_path):

@@ -1,0 +1,84 @@
+"""The shared-mode node tests' fixture and helpers (tests/test_shared_*.py): `nodes(n)`,
+real `jobgate serve --database-mode shared` processes on one fresh PostgreSQL database;
+`bean`, a greenstalk client of a node; `rows`, a query on the test's database; `leader_app`,
+`cron_state` and `terminate` for the fault tests. tests/conftest.py makes `nodes` every
+test's fixture. Needs JOBGATE_TEST_PG_URL (the `pg_url`
+fixture skips with a clear reason without it; .ci/run sets it)."""
+from __future__ import annotations
+
+import greenstalk
+import pytest
+
+from .support import Server
+
+#: the leader's advisory lock key (core/shared_store.py LEADER_KEY)
+_LEADER = int.from_bytes(b"jglead", "big")
+
+
+@pytest.fixture
+def nodes(pg_url, tmp_path):
+    """`nodes(n, poll_ms=60000)`: n shared-mode nodes on one fresh database (beanstalk, workq
+    and bunqueue listeners each); all stopped afterwards."""
+    started: list[Server] = []
+
+    def make(n: int, poll_ms: int = 60_000) -> list[Server]:
+        cfg = tmp_path / f"shared-{poll_ms}.yaml"
+        cfg.write_text(f"database:\n  mode: shared\n  poll_interval_ms: {poll_ms}\n")
+        out = []
+        for _ in range(n):
+            s = Server(pg_url, workq=True, bunqueue=True, extra=["--config", str(cfg)])
+            started.append(s)
+            out.append(s)
+        return out
+    make.url = pg_url
+    yield make
+    for s in started:
+        if s.proc.poll() is None:
+            s.stop()
+
+
+def bean(node: Server, tube: str) -> greenstalk.Client:
+    """A greenstalk client of `node` using and watching only `tube`."""
+    return greenstalk.Client(("127.0.0.1", node.port), encoding=None, use=tube, watch=tube)
+
+
+def rows(url: str, sql: str, params: tuple = (), commit: bool = False) -> list:
+    """The rows of query `sql` (with `params`) on database `url`; `commit` ends it with a
+    commit (a statement with effects)."""
+    import sqlalchemy as sa
+    eng = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    try:
+        with eng.connect() as c:
+            out = c.exec_driver_sql(sql, params).all()
+            if commit:
+                c.commit()
+            return out
+    finally:
+        eng.dispose()
+
+
+def leader_app(url: str):
+    """The application_name (`jobgate <pid> <hex>`) of the session holding the shared-mode
+    leader lock in the database of `url`, or None."""
+    r = rows(url, "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a "
+                  "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted AND "
+                  "l.classid = %s AND l.objid = %s AND l.database = "
+                  "(SELECT oid FROM pg_database WHERE datname = current_database())",
+             (_LEADER >> 32, _LEADER & 0xFFFFFFFF))
+    return r[0][0] if r else None
+
+
+def cron_state(url: str, queue: str) -> tuple:
+    """(jobs of `queue` in the database, executions of its schedule)."""
+    jobs = rows(url, "SELECT count(*) FROM jobs WHERE queue = %s", (queue,))[0][0]
+    ex = rows(url, "SELECT executions FROM cron_schedules WHERE queue = %s", (queue,))
+    return jobs, ex[0][0] if ex else None
+
+
+def terminate(url: str, pid: int) -> int:
+    """Terminate every PostgreSQL session of jobgate process `pid`; returns how many."""
+    return rows(url, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                     "WHERE application_name LIKE %s", (f"jobgate {pid} %",), commit=True)[0][0]
+
+
+__all__ = ["nodes", "bean", "rows", "leader_app", "cron_state", "terminate"]
