@@ -18,14 +18,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
-import tempfile
 import time
-import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from shared_wake import Conn, pct, start_node  # noqa: E402
+from shared_common import Conn, pct, shared_nodes  # noqa: E402
 
 
 def reply(c: Conn) -> bytes:
@@ -75,21 +72,7 @@ def main() -> int:
     ap.add_argument("--tubes", type=int, default=100, help="other tubes (10 jobs each)")
     ap.add_argument("--rounds", type=int, default=200)
     args = ap.parse_args()
-    import sqlalchemy as sa
-    name = "jobgate_admin_" + uuid.uuid4().hex[:8]
-    admin = sa.create_engine(args.pg, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
-    with admin.connect() as c:
-        c.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    url = sa.make_url(args.pg).set(database=name).render_as_string(hide_password=False)
-    procs = []
-    try:
-        with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-            f.write("database:\n  mode: shared\n  poll_interval_ms: 60000\n")
-            cfg = f.name
-        a, pa = start_node(url, cfg)
-        procs.append(a)
-        b, pb = start_node(url, cfg)
-        procs.append(b)
+    with shared_nodes(args.pg, "jobgate_admin_") as (pa, pb):
         ca, cb = Conn(pa), Conn(pb)
         ready = fill(ca, "t", args.jobs)
         fill(ca, "t", max(args.jobs // 10, args.rounds + 1), delay=3600)
@@ -123,16 +106,6 @@ def main() -> int:
                     lambda ln: ln == b"DELETED")
         print(f"| delete <ready job of A> | {pct(lat, .5):.2f} | {pct(lat, .9):.2f} | "
               f"{pct(lat, .99):.2f} | {max(lat):.2f} |")
-    finally:
-        for p in procs:
-            p.terminate()
-            try:
-                p.wait(20)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        with admin.connect() as c:
-            c.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.dispose()
     return 0
 
 

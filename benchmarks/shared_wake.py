@@ -17,73 +17,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
-import subprocess
 import sys
-import tempfile
 import time
-import uuid
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Conn:
-    """A minimal blocking beanstalk connection."""
-
-    def __init__(self, port: int) -> None:
-        self.s = socket.create_connection(("127.0.0.1", port), timeout=30)
-        self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.buf = b""
-
-    def line(self) -> bytes:
-        while b"\r\n" not in self.buf:
-            d = self.s.recv(65536)
-            if not d:
-                raise EOFError("closed")
-            self.buf += d
-        ln, self.buf = self.buf.split(b"\r\n", 1)
-        return ln
-
-    def cmd(self, data: bytes) -> bytes:
-        self.s.sendall(data)
-        return self.line()
-
-    def body(self, n: int) -> bytes:
-        while len(self.buf) < n + 2:
-            self.buf += self.s.recv(65536)
-        b, self.buf = self.buf[:n], self.buf[n + 2:]
-        return b
-
-
-def start_node(url: str, cfg: str) -> tuple[subprocess.Popen, int]:
-    port = free_port()
-    p = subprocess.Popen([sys.executable, "-m", "gateway.cli", "serve", "--listen",
-                          f"beanstalk=127.0.0.1:{port}", "--database", url, "--config", cfg,
-                          "--log-level", "warning"], cwd=REPO,
-                         env=dict(os.environ, PYTHONPATH=REPO))
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            c = Conn(port)
-            c.s.sendall(b"list-tubes\r\n")
-            c.line()
-            c.s.close()
-            return p, port
-        except OSError:
-            time.sleep(0.05)
-    p.kill()
-    raise SystemExit("node did not start")
-
-
-def pct(vals: list, q: float) -> float:
-    v = sorted(vals)
-    return v[min(len(v) - 1, int(q * len(v)))]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from shared_common import Conn, pct, shared_nodes  # noqa: E402
 
 
 def measure(prod: Conn, worker: Conn, rounds: int) -> list:
@@ -111,43 +49,19 @@ def main() -> int:
         help="an admin URL of the PostgreSQL server (a database is created and dropped)")
     ap.add_argument("--rounds", type=int, default=300)
     args = ap.parse_args()
-    import sqlalchemy as sa
-    name = "jobgate_wake_" + uuid.uuid4().hex[:8]
-    admin = sa.create_engine(args.pg, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
-    with admin.connect() as c:
-        c.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    url = sa.make_url(args.pg).set(database=name).render_as_string(hide_password=False)
-    procs = []
-    try:
-        with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-            f.write("database:\n  mode: shared\n  poll_interval_ms: 60000\n")
-            cfg = f.name
-        a, pa = start_node(url, cfg)
-        procs.append(a)
-        b, pb = start_node(url, cfg)
-        procs.append(b)
+    with shared_nodes(args.pg, "jobgate_wake_") as (pa, pb):
         worker = Conn(pb)
         cases = {"cross-node (put on A, reserve on B)": Conn(pa),
                  "same node (put and reserve on B)": Conn(pb)}
         for c in cases.values():
             c.cmd(b"use default\r\n")
         measure(cases["cross-node (put on A, reserve on B)"], worker, 20)   # warm-up
-        print(f"| case | rounds | p50 ms | p90 ms | p99 ms | max ms |")
+        print("| case | rounds | p50 ms | p90 ms | p99 ms | max ms |")
         print("| --- | ---: | ---: | ---: | ---: | ---: |")
         for label, prod in cases.items():
             lat = measure(prod, worker, args.rounds)
             print(f"| {label} | {len(lat)} | {pct(lat, .5):.2f} | {pct(lat, .9):.2f} | "
                   f"{pct(lat, .99):.2f} | {max(lat):.2f} |")
-    finally:
-        for p in procs:
-            p.terminate()
-            try:
-                p.wait(20)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        with admin.connect() as c:
-            c.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.dispose()
     return 0
 
 
