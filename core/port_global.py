@@ -187,36 +187,34 @@ class GlobalOps:
         sh.query_settled(_sr().kick, (queue, bound - n, dialect, self.clock.wall_ms(),
                                       self._history()), _then(callback, lambda k: n + k))
 
-    def kick_job_global(self, id: int, dialect: str, callback, allows=None) -> None:
-        """`callback(bool)`: kick_job(id, dialect); in shared mode a job not in this node's
-        engine is kicked in the database. `allows` as in peek_global."""
+    def _job_here_or_db(self, id: int, callback, allows, here, db) -> None:
+        """`callback(here())` for a job in this node's engine (or on a single server), False
+        for one of a queue `allows` refuses; else, with `(fn, args) = db()`,
+        `callback(fn(conn, *args))` in the database after this node's commits."""
         e = self._engine
-        sh = e.shared
         job = e.jobs.get(id)
-        if sh is None or job is not None:
+        if e.shared is None or job is not None:
             if job is not None and allows is not None and not allows(job.queue):
                 callback(False)
                 return
-            callback(self.kick_job(id, dialect))
+            callback(here())
             return
-        sh.query_settled(_sr().kick_job, (id, dialect, self.clock.wall_ms(), self._history(),
-                                          allows), callback)
+        e.shared.query_settled(*db(), callback)
+
+    def kick_job_global(self, id: int, dialect: str, callback, allows=None) -> None:
+        """`callback(bool)`: kick_job(id, dialect); in shared mode a job not in this node's
+        engine is kicked in the database. `allows` as in peek_global."""
+        self._job_here_or_db(id, callback, allows, lambda: self.kick_job(id, dialect),
+                             lambda: (_sr().kick_job, (id, dialect, self.clock.wall_ms(),
+                                                       self._history(), allows)))
 
     def delete_global(self, owner, id: int, callback, allows=None) -> None:
         """`callback(bool)`: delete(owner, id); in shared mode a job not in this node's engine
         is deleted from the database when it is ready, delayed or buried (reserved on another
         node: False). `allows` as in peek_global."""
-        e = self._engine
-        sh = e.shared
-        job = e.jobs.get(id)
-        if sh is None or job is not None:
-            if job is not None and allows is not None and not allows(job.queue):
-                callback(False)
-                return
-            callback(self.delete(owner, id))
-            return
-        sh.query_settled(_sr().delete, (id, owner._o.dialect, self.clock.wall_ms(),
-                                        self._history(), allows), callback)
+        self._job_here_or_db(id, callback, allows, lambda: self.delete(owner, id),
+                             lambda: (_sr().delete, (id, owner._o.dialect, self.clock.wall_ms(),
+                                                     self._history(), allows)))
 
     def pause_global(self, queue: str, ms: int, callback) -> None:
         """`callback(bool)`: pause(queue, ms); in shared mode also for every node (claims

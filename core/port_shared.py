@@ -54,17 +54,16 @@ class SharedOps:
         """Shared mode: `callback` later gets a JobView of the job named `uid` as its row is
         in the database (a job this node does not hold), None when there is none, or an
         Exception (the database failed). Raises AttributeError in single-node mode."""
-        from .shared_results import job_row
-        node = self._engine.shared
-
-        def got(row) -> None:
-            callback(row if row is None or isinstance(row, Exception) else node.view_of(row))
-        node.query(job_row, (uid,), got)
+        from .shared_reads import job_uid
+        e = self._engine
+        e.shared.query(job_uid, (uid, e.clock.wall_ms()), callback)
 
     def remove_remote(self, uid: str, callback, queue: str | None = None) -> None:
         """Shared mode, workq `delete` of a job this node does not hold: delete its row
         whatever its state (only in `queue` when given); `callback` later gets True
         (deleted), False (no such job) or an Exception (the database failed). Raises
         AttributeError in single-node mode."""
-        from .shared_results import delete_by_uid
-        self._engine.shared.query(delete_by_uid, (uid, queue), callback)
+        from .shared_reads import delete_uid
+        e = self._engine
+        e.shared.query(delete_uid, (uid, queue, "workq", e.clock.wall_ms(), self._history()),
+                       callback)

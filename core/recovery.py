@@ -39,32 +39,9 @@ def restore(engine, loaded) -> int:
     # that a restart does not cost more memory than the run before it (issue 14).
     strs: dict = {}
     for r in loaded.jobs:
-        job = engine.new_job(r["id"], strs.setdefault(r["queue"], r["queue"]),
-                             bytes(r["payload"]), r["priority"], r["ttr_ms"], r["delay_ms"],
-                             r["created_ms"], strs.setdefault(r["dialect"], r["dialect"]),
-                             r["uid"])
+        job = job_of_row(engine, r, strs)
         top = job.id
-        job.reserves = r["reserves"]
-        # the rarely set fields only when set (each write goes through a property: core.records)
-        for name in _MORE_COLUMNS:
-            v = r[name]
-            if v:
-                setattr(job, name, v)
-        if r["result"] is not None:
-            job.result = bytes(r["result"])
-            job.result_ok = bool(r["result_ok"])
-        if r["payload_fmt"]:
-            job.fmt = r["payload_fmt"]
-        if r["extras"] is not None:
-            job.ext = msgpack.unpackb(r["extras"], raw=False, strict_map_key=False)
-        job.in_db = 1
-        engine.jobs[job.id] = job
-        if job.uid is not None:
-            engine.by_uid[job.uid] = job
-        if job.ext is not None:
-            engine.index_extras(job)
-        if r["expires_at_ms"] is not None:
-            engine._expire_at(job, now_mono + (r["expires_at_ms"] - now_wall))
+        adopt(engine, job, r, now_mono, now_wall)
         q = engine.queue(job.queue)
         q.ids.append(job.id)   # the listing index (core/paging.py)
         q.total_jobs += 1
@@ -91,6 +68,45 @@ def restore(engine, loaded) -> int:
     assert all(x.state in (READY, DELAYED, BURIED, COMPLETED, RESERVED)
                for x in engine.jobs.values())
     return n
+
+
+def job_of_row(engine, r: dict, strs: dict | None = None) -> Job:
+    """A Job made from stored row `r` (a dict of the jobs columns), indexed nowhere and in no
+    state yet: its fields, counters, result, payload encoding and extras, `in_db` set.
+    `strs` (a dict) shares equal queue and dialect strings between the jobs it makes."""
+    q, d = r["queue"], r["dialect"]
+    if strs is not None:
+        q, d = strs.setdefault(q, q), strs.setdefault(d, d)
+    job = engine.new_job(r["id"], q, bytes(r["payload"]), r["priority"], r["ttr_ms"],
+                         r["delay_ms"], r["created_ms"], d, r["uid"])
+    job.reserves = r["reserves"]
+    # the rarely set fields only when set (each write goes through a property: core.records)
+    for name in _MORE_COLUMNS:
+        v = r[name]
+        if v:
+            setattr(job, name, v)
+    if r["result"] is not None:
+        job.result = bytes(r["result"])
+        job.result_ok = bool(r["result_ok"])
+    if r["payload_fmt"]:
+        job.fmt = r["payload_fmt"]
+    if r["extras"] is not None:
+        job.ext = msgpack.unpackb(r["extras"], raw=False, strict_map_key=False)
+    job.in_db = 1
+    return job
+
+
+def adopt(engine, job: Job, r: dict, now_mono: int, now_wall: int) -> None:
+    """Make `job` (from row `r`) the engine's: in its job and uid maps, its extras indexed,
+    its stored expiry (wall ms) armed on the monotonic clock. Its state's index is the
+    caller's."""
+    engine.jobs[job.id] = job
+    if job.uid is not None:
+        engine.by_uid[job.uid] = job
+    if job.ext is not None:
+        engine.index_extras(job)
+    if r["expires_at_ms"] is not None:
+        engine._expire_at(job, now_mono + (r["expires_at_ms"] - now_wall))
 
 
 _MORE_COLUMNS = ("timeouts", "releases", "buries", "kicks", "fails", "ttl_ms", "max_attempts",

@@ -22,15 +22,10 @@ Units: ms. Nothing here does I/O (the gateway's gateway/shared.py runs the state
 """
 from __future__ import annotations
 
-import msgpack
-
-from .model import BURIED, COMPLETED, DELAYED, READY, RESERVED, TIMED_OUT
+from .model import RESERVED, TIMED_OUT
 from .paging import compact_ids
+from .recovery import adopt, job_of_row
 from .shared_results import RemoteWaits
-from .views import job_view
-
-#: the engine's state objects by their stored names
-_STATE = {x: x for x in (BURIED, COMPLETED, DELAYED, READY, RESERVED)}
 
 #: ids a node hands out from one block of sequence jobgate_job_ids (migration 0009)
 ID_BLOCK = 1_000_000
@@ -188,6 +183,12 @@ class SharedNode:
                 out[name] = min(n, CLAIM_MAX)
         return out
 
+    def waits_for(self, queue: str) -> bool:
+        """True when reservers wait here for `queue` (a notification for it is worth a
+        claim): one lookup, not the whole demand()."""
+        q = self.e.queues.get(queue)
+        return q is not None and q.waiting > 0
+
     def want_more(self, queues: list, n: int) -> None:
         """A waiting batch reserve (bunqueue PULLB) will take `n` more jobs of `queues` than
         one when it wakes: the next claim round brings them (then forgotten)."""
@@ -242,39 +243,6 @@ class SharedNode:
                 e._finish_waiter(w)
                 w.callback(TIMED_OUT)
 
-    def _job_of(self, r: dict):
-        """A Job (core.records) made from jobs row `r`, indexed nowhere; its state is the
-        row's, its times monotonic as the engine keeps them."""
-        e = self.e
-        job = e.new_job(r["id"], r["queue"], bytes(r["payload"]), r["priority"],
-                        r["ttr_ms"], r["delay_ms"], r["created_ms"], r["dialect"], r["uid"])
-        job.reserves = r["reserves"]
-        for name in ("timeouts", "releases", "buries", "kicks", "fails", "ttl_ms",
-                     "max_attempts", "max_fails", "sched_ms"):
-            v = r[name]
-            if v:
-                setattr(job, name, v)
-        if r["payload_fmt"]:
-            job.fmt = r["payload_fmt"]
-        if r["extras"] is not None:
-            job.ext = msgpack.unpackb(bytes(r["extras"]), raw=False, strict_map_key=False)
-        if r["result"] is not None:
-            job.result = bytes(r["result"])
-            job.result_ok = bool(r["result_ok"])
-        job.state = _STATE.get(r["state"], r["state"])
-        return job
-
-    def view_of(self, r: dict):
-        """A JobView (core.model) of jobs row `r` as it is in the database (for a job that
-        is not here: results, peeks); a reserved or delayed one shows no time left."""
-        job = self._job_of(r)
-        st = job.state
-        if st is RESERVED or st is DELAYED:
-            job.state = READY          # its deadline is another node's: none shown here
-            v = job_view(self.e, job)
-            return v._replace(state=st)
-        return job_view(self.e, job)
-
     def load(self, rows: list) -> int:
         """Index claimed rows (dicts of jobs columns, reserved for this node in the database)
         as ready jobs here and serve the waiting reservers; then end the probes. A row whose
@@ -288,16 +256,9 @@ class SharedNode:
         for r in rows:
             if r["id"] in e.jobs:
                 continue
-            job = self._job_of(r)
+            job = job_of_row(e, r)
             job.reserves = max(0, r["reserves"] - 1)   # the local reserve counts it again
-            job.in_db = 1
-            e.jobs[job.id] = job
-            if job.uid is not None:
-                e.by_uid[job.uid] = job
-            if job.ext is not None:
-                e.index_extras(job)
-            if r["expires_at_ms"] is not None:
-                e._expire_at(job, now_mono + (r["expires_at_ms"] - now_wall))
+            adopt(e, job, r, now_mono, now_wall)
             q = e.queue(job.queue)   # not in q.ids: that listing is of jobs put here
             job.hver = self._hver
             self._hver += 1 << 16

@@ -21,7 +21,7 @@ import msgpack
 
 from .cron import DROP, FIRE, advance, schedule_of, uuid7
 from .schema import EVENT_COLUMNS, JOB_NEW_COLUMNS
-from .shared_store import READY_CHANNEL
+from .shared_reads import READY_CHANNEL
 
 _pack = msgpack.Packer(use_bin_type=True).pack
 _JOB_INSERT = (f"INSERT INTO jobs ({', '.join(JOB_NEW_COLUMNS)}) VALUES "

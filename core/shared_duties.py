@@ -7,10 +7,8 @@ Errors: the driver's (psycopg.Error).
 """
 from __future__ import annotations
 
-from .shared_results import DONE_CHANNEL
+from .shared_reads import DONE_CHANNEL, READY_CHANNEL
 
-#: the NOTIFY channel of ready jobs (payload: the queue name)
-READY_CHANNEL = "jobgate_ready"
 #: advisory lock class (first int4 key) of a node's liveness lock; the second key is the node's
 #: number. "jgnd" in ASCII.
 NODE_LOCK_CLASS = int.from_bytes(b"jgnd", "big") & 0x7FFFFFFF

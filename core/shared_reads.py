@@ -29,15 +29,16 @@ from . import schema
 from .model import (BURIED, COMPLETED, DELAYED, READY, RESERVED, URGENT_RANK, JobView,
                     LeaseView, derived_uid)
 
-#: the NOTIFY channel of ready jobs (core/shared_store.py READY_CHANNEL; not imported from
-#: there so that this module loads without SQLAlchemy's store)
+#: the NOTIFY channels of shared mode: a queue got a ready job (payload: the queue name); a
+#: job got its result or was deleted (payload: its uid: core/shared_results.py)
 READY_CHANNEL = "jobgate_ready"
+DONE_CHANNEL = "jobgate_done"
 
 _COLS = tuple(c.name for c in schema.jobs.columns)
 _SELECT = "SELECT " + ", ".join(_COLS) + " FROM jobs "
 _STATES = {s: s for s in (DELAYED, READY, RESERVED, BURIED, COMPLETED)}
 #: history rows of jobs an UPDATE/DELETE ... RETURNING `u` changed
-_EVENTS = ("INSERT INTO job_events (job_id, queue, dialect, event, at_ms, attempt, uid, "
+HISTORY_ROWS = ("INSERT INTO job_events (job_id, queue, dialect, event, at_ms, attempt, uid, "
            "priority, payload_size, worker, error) SELECT id, queue, %s, %s, %s, reserves, uid, "
            "priority, length(payload), NULL, NULL FROM u")
 
@@ -118,6 +119,16 @@ def job(conn, id: int, now_ms: int) -> JobView | None:
     return _run(conn, go)
 
 
+def job_uid(conn, uid: str, now_ms: int) -> JobView | None:
+    """The job whose uid is `uid` as a JobView (see row_view), or None when it has no row
+    (result waits and job reads of a job another node holds)."""
+    def go(cur):
+        cur.execute(_SELECT + "WHERE uid = %s", (uid,))
+        r = cur.fetchone()
+        return None if r is None else row_view(dict(zip(_COLS, r)), now_ms)
+    return _run(conn, go)
+
+
 #: peek-ready / peek-delayed / peek-buried: the order each takes its first job in. The
 #: database keeps no bury time: the buried job put first (seq) stands for the oldest buried.
 _TOP = {READY: "ORDER BY priority, seq", DELAYED: "ORDER BY ready_at_ms, id",
@@ -176,7 +187,7 @@ _KICK_SET = ("SET state = 'ready', kicks = j.kicks + 1, ready_at_ms = NULL, node
 def _kick_rows(cur, pick: str, args: tuple, dialect: str, now_ms: int, history: bool) -> int:
     """Kick the rows `pick` (a SELECT of ids ... FOR UPDATE SKIP LOCKED) selects; returns how
     many, their queues notified and their history written."""
-    ev = (f", e AS ({_EVENTS})" if history else "")
+    ev = (f", e AS ({HISTORY_ROWS})" if history else "")
     cur.execute(
         f"WITH k AS ({pick}), u AS (UPDATE jobs j {_KICK_SET} FROM k WHERE j.id = k.id "
         f"RETURNING j.id, j.queue, j.reserves, j.uid, j.priority, j.payload){ev} "
@@ -237,11 +248,27 @@ def delete(conn, id: int, dialect: str, now_ms: int, history: bool, allows=None)
     def go(cur):
         if not _allowed(cur, id, allows):
             return False
-        ev = f", e AS ({_EVENTS})" if history else ""
+        ev = f", e AS ({HISTORY_ROWS})" if history else ""
         cur.execute(
             "WITH u AS (DELETE FROM jobs WHERE id = %s AND state IN ('ready', 'delayed', "
             f"'buried') RETURNING id, queue, reserves, uid, priority, payload){ev} "
             "SELECT count(*) FROM u", (id,) + ((dialect, "delete", now_ms) if history else ()))
+        return cur.fetchone()[0] > 0
+    return _run(conn, go)
+
+
+def delete_uid(conn, uid: str, queue: str | None, dialect: str, now_ms: int,
+               history: bool) -> bool:
+    """workq `delete` of a job this node does not hold: its row goes whatever its state (of
+    `queue` when given), with a `delete` history row and NOTIFY jobgate_done; True when there
+    was one. A node that held it finds its row gone: its later writes of it match nothing."""
+    def go(cur):
+        ev = f", e AS ({HISTORY_ROWS})" if history else ""
+        cur.execute(
+            "WITH u AS (DELETE FROM jobs WHERE uid = %s AND (%s::text IS NULL OR queue = %s) "
+            f"RETURNING id, queue, reserves, uid, priority, payload){ev} "
+            f"SELECT count(*), count(pg_notify('{DONE_CHANNEL}', uid)) FROM u",
+            (uid, queue, queue) + ((dialect, "delete", now_ms) if history else ()))
         return cur.fetchone()[0] > 0
     return _run(conn, go)
 

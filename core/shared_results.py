@@ -2,7 +2,8 @@
 `result` and bunqueue `WaitJob` on a node that does not hold the job.
 
 In shared mode a job that nobody on this node holds is a row in the database. A client that
-waits for its result registers a `RemoteWait` here; the node reads the row (`job_row`, on its
+waits for its result registers a `RemoteWait` here; the node reads the row (`job_uid` of
+core/shared_reads.py, on its
 claim thread through SharedNode.query) at once and again on every `jobgate_done` notification
 for the job's uid (sent in the transaction that stored its result or deleted it:
 core/shared_store.py), and answers when the row holds a result (completed, or failed for good),
@@ -16,49 +17,9 @@ from __future__ import annotations
 from heapq import heappop, heappush
 
 from .model import TIMED_OUT
-from .schema import jobs as _jobs_table
+from .shared_reads import DONE_CHANNEL, job_uid
 
-DONE_CHANNEL = "jobgate_done"
-_COLS = tuple(c.name for c in _jobs_table.columns)
-
-
-def job_row(conn, uid: str):
-    """The jobs row (a dict) whose uid is `uid`, or None. Runs on the caller's connection and
-    ends its transaction."""
-    cur = conn.cursor()
-    try:
-        cur.execute(f"SELECT {', '.join(_COLS)} FROM jobs WHERE uid = %s", (uid,))
-        r = cur.fetchone()
-        conn.commit()
-        return None if r is None else dict(zip(_COLS, r))
-    finally:
-        cur.close()
-
-
-def delete_by_uid(conn, uid: str, queue: str | None = None) -> bool:
-    """Delete the job named `uid` from the database whatever its state (workq `delete`), with
-    a `delete` history row and NOTIFY jobgate_done; True when there was one (of `queue`, when
-    given). A node that held it finds its row gone: its later writes of it match nothing."""
-    cur = conn.cursor()
-    try:
-        cur.execute(
-            "WITH d AS (DELETE FROM jobs WHERE uid = %s AND (%s::text IS NULL OR queue = %s) "
-            "RETURNING id, queue, dialect, uid, "
-            "priority, reserves, length(payload) AS size), "
-            "h AS (INSERT INTO job_events (job_id, queue, dialect, event, at_ms, attempt, uid, "
-            "priority, payload_size) SELECT id, queue, 'workq', 'delete', "
-            "(extract(epoch FROM clock_timestamp()) * 1000)::bigint, reserves, uid, priority, "
-            "size FROM d) "
-            f"SELECT count(*), count(pg_notify('{DONE_CHANNEL}', uid)) FROM d",
-            (uid, queue, queue))
-        n = cur.fetchone()[0]
-        conn.commit()
-        return n > 0
-    except BaseException:
-        conn.rollback()
-        raise
-    finally:
-        cur.close()
+__all__ = ["DONE_CHANNEL", "RemoteWait", "RemoteWaits"]
 
 
 class RemoteWait:
@@ -129,26 +90,23 @@ class RemoteWaits:
         self._reading[uid] = True
         asked = list(self.by_uid.get(uid, ()))   # the waits this read answers for
 
-        def answered(row) -> None:
+        def answered(view) -> None:
             again = self._reading.pop(uid, None) == "again"
-            self._got(uid, row, asked)
+            self._got(uid, view, asked)
             if again and uid in self.by_uid:
                 self._read(uid)
-        self.node.query(job_row, (uid,), answered)
+        self.node.query(job_uid, (uid, self.node.e.clock.wall_ms()), answered)
 
-    def _got(self, uid: str, row, asked: list) -> None:
-        """Answer the waits of `uid` from `row`: every wait when the job finished or is gone
-        (or the read failed); else only the waits that must not wait (timeout <= 0) and that
-        were registered before this read started."""
+    def _got(self, uid: str, view, asked: list) -> None:
+        """Answer the waits of `uid` from `view` (its row's JobView, None or an Exception):
+        every wait when the job finished or is gone (or the read failed); else only the waits
+        that must not wait (timeout <= 0) and that were registered before this read
+        started."""
         waits = self.by_uid.get(uid)
         if not waits:
             return
-        if isinstance(row, Exception):
-            outcome = row
-        elif row is None:
-            outcome = None
-        elif row["result"] is not None:
-            outcome = self.node.view_of(row)
+        if view is None or isinstance(view, Exception) or view.result is not None:
+            outcome = view
         else:
             for w in asked:
                 if w.final and not w.done:

@@ -30,8 +30,8 @@ import sqlalchemy as sa
 
 from . import schema
 from .shared import ID_BLOCK
-from .shared_duties import NODE_LOCK_CLASS, READY_CHANNEL, LeaderDuties
-from .shared_results import DONE_CHANNEL
+from .shared_duties import NODE_LOCK_CLASS, LeaderDuties
+from .shared_reads import DONE_CHANNEL, READY_CHANNEL
 from .storage import Store
 from .storage_upkeep import PG_LOCK_KEY
 from .store_port import StoreLocked

@@ -114,7 +114,7 @@ class SharedLink:
 
     def _hint(self, queue_name: str) -> None:
         self.notified += 1
-        if queue_name in self.node.demand():
+        if self.node.waits_for(queue_name):
             self.want()
 
     def _post(self, fn, *args) -> None:
