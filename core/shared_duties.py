@@ -7,7 +7,7 @@ Errors: the driver's (psycopg.Error).
 """
 from __future__ import annotations
 
-from .shared_reads import DONE_CHANNEL, READY_CHANNEL
+from .shared_reads import DONE_CHANNEL, HISTORY_ROWS, READY_CHANNEL
 
 #: advisory lock class (first int4 key) of a node's liveness lock; the second key is the node's
 #: number. "jgnd" in ASCII.
@@ -53,19 +53,16 @@ class LeaderDuties:
     def evict(self, conn, now_ms: int, limit: int = 1000) -> int:
         """Delete the jobs whose TTL or result retention ended by `now_ms` (expires_at_ms)
         and that nobody holds (a held job's own node evicts it after its lease), at most
-        `limit`, with a history row each and NOTIFY jobgate_done with their uids. Returns
-        how many."""
+        `limit`, with a history row each (dialect `jobgate`, event `ttl-evict`, as a single
+        server writes them) and NOTIFY jobgate_done with their uids. Returns how many."""
         cur = conn.cursor()
         cur.execute(
-            "WITH d AS (DELETE FROM jobs WHERE id IN (SELECT id FROM jobs "
+            "WITH u AS (DELETE FROM jobs WHERE id IN (SELECT id FROM jobs "
             "WHERE expires_at_ms <= %s AND state <> 'reserved' LIMIT %s "
-            "FOR UPDATE SKIP LOCKED) RETURNING id, queue, dialect, uid, priority, reserves, "
-            "length(payload) AS size), "
-            "h AS (INSERT INTO job_events (job_id, queue, dialect, event, at_ms, attempt, uid, "
-            "priority, payload_size) SELECT id, queue, dialect, 'ttl-evict', %s, reserves, uid, "
-            "priority, size FROM d) "
-            f"SELECT count(*), count(pg_notify('{DONE_CHANNEL}', uid)) FROM d",
-            (now_ms, limit, now_ms))
+            "FOR UPDATE SKIP LOCKED) RETURNING id, queue, reserves, uid, priority, payload), "
+            f"e AS ({HISTORY_ROWS}) "
+            f"SELECT count(*), count(pg_notify('{DONE_CHANNEL}', uid)) FROM u",
+            (now_ms, limit, "jobgate", "ttl-evict", now_ms))
         n = cur.fetchone()[0]
         cur.close()
         conn.commit()

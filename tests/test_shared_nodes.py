@@ -18,7 +18,7 @@ import pytest
 
 from .bunqueue_support import BQ
 from .server_support import run_cli, serve_argv
-from .shared_support import bean, cron_state
+from .shared_support import bean, cron_state, rows
 from .support import Server
 from .workq_support import (WorkqRaw, add_cmd, complete_cmd, lease_frame, new_uid,
                             result_frame)
@@ -205,6 +205,9 @@ def test_ttl_eviction_in_the_database(nodes):
         time.sleep(0.1)
     assert cron_state(nodes.url, "ttlq")[0] == 0
     assert wb.cmd(b"lease ttlq 200\r\n") == b"-TIMEOUT\r\n"
+    # its history row as a single server writes it (core/outcomes.py: dialect "jobgate")
+    assert rows(nodes.url, "SELECT dialect, uid FROM job_events WHERE event = 'ttl-evict'") \
+        == [("jobgate", uid)]
 
 
 def test_job_reads_across_nodes(nodes):
