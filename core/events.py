@@ -69,14 +69,17 @@ class Subscription:
 
     `queues`: only events of these queues (None: every queue). `allow`: None, or a predicate on
     the queue name that every event must also pass (the access model: core/access_port.py).
-    `maxlen`: buffer bound (events).
+    `maxlen`: buffer bound (events). `all_nodes`: in shared mode, also the events of the other
+    nodes (relayed: core/shared_events.py, Feed.relay); False for the subscriptions that
+    each node serves from its own events (webhooks, the dashboard, the relay itself).
     `dropped`: events discarded because the buffer was full (drop-oldest). `notify()`: called
     when the buffer becomes non-empty (None: the consumer polls `take()`).
     """
 
-    __slots__ = ("feed", "queues", "allow", "buf", "maxlen", "dropped", "notify", "_armed", "closed")
+    __slots__ = ("feed", "queues", "allow", "buf", "maxlen", "dropped", "notify", "_armed", "closed",
+                 "all_nodes")
 
-    def __init__(self, feed: Feed, queues, maxlen: int, notify) -> None:
+    def __init__(self, feed: Feed, queues, maxlen: int, notify, all_nodes: bool = False) -> None:
         if maxlen < 1:
             raise ValueError("a subscription buffer holds at least one event")
         self.feed = feed
@@ -88,6 +91,7 @@ class Subscription:
         self.notify = notify
         self._armed = True
         self.closed = False
+        self.all_nodes = all_nodes
 
     def push(self, ev: Event) -> None:
         """Add `ev` (feed only): filtered by queue; drops the oldest event when full."""
@@ -194,9 +198,10 @@ class Feed:
         self.sinks = self.sinks + (fn,)
         self.active = True
 
-    def subscribe(self, queues=None, maxlen: int = DEFAULT_MAXLEN, notify=None) -> Subscription:
+    def subscribe(self, queues=None, maxlen: int = DEFAULT_MAXLEN, notify=None,
+                  all_nodes: bool = False) -> Subscription:
         """A new Subscription (see its docstring); events from now on."""
-        s = Subscription(self, queues, maxlen, notify)
+        s = Subscription(self, queues, maxlen, notify, all_nodes)
         self.subs = self.subs + (s,)
         self.active = True
         return s
@@ -264,3 +269,14 @@ class Feed:
                    detail)
         for s in self.subs:
             s.push(ev)
+
+    def relay(self, fields: tuple) -> None:
+        """An event of another node in shared mode (core/shared_events.py): `fields` are an
+        Event's fields after `seq`. It gets a sequence number here and goes to the
+        subscriptions that asked for every node's events (`all_nodes`) only: not to sinks,
+        counters or result watchers (this node's history and waits are its own)."""
+        self.seq += 1
+        ev = Event(self.seq, *fields)
+        for s in self.subs:
+            if s.all_nodes:
+                s.push(ev)

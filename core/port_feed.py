@@ -13,10 +13,14 @@ from .events import DEFAULT_MAXLEN, Subscription
 class FeedOps:
     """Event-feed operations of core.api.Port (see the module docstring)."""
 
-    def subscribe(self, queues=None, maxlen: int = DEFAULT_MAXLEN, notify=None) -> Subscription:
+    def subscribe(self, queues=None, maxlen: int = DEFAULT_MAXLEN, notify=None,
+                  all_nodes: bool = False) -> Subscription:
         """Events of `queues` (None: all) from now on, in a buffer of `maxlen` events that
-        drops the oldest when full (core/events.py). Close it when done."""
-        return self._engine.feed.subscribe(queues, maxlen, notify)
+        drops the oldest when full (core/events.py). `all_nodes`: in shared mode, the events
+        of the other nodes' jobs too, relayed after their commit (core/shared_events.py: a
+        client's subscription; a node's own consumers such as webhooks leave it False). Close
+        it when done."""
+        return self._engine.feed.subscribe(queues, maxlen, notify, all_nodes)
 
     def count_events(self):
         """A core.events.Counter: how many events of each kind each queue had, from now on,

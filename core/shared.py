@@ -25,6 +25,7 @@ from __future__ import annotations
 from .model import RESERVED, TIMED_OUT
 from .paging import compact_ids
 from .recovery import adopt, job_of_row
+from .shared_events import EventRelay
 from .shared_results import RemoteWaits
 
 #: ids a node hands out from one block of sequence jobgate_job_ids (migration 0009)
@@ -58,6 +59,7 @@ class SharedNode:
         self.on_query = None          # gateway: on_query(fn, args, callback), see query()
         self.settling: list = []      # (commit mark, fn, args, callback): query_settled()
         self.results = RemoteWaits(self)   # result waits for jobs not here (shared_results)
+        self.events = EventRelay(self)     # events to and from the other nodes (shared_events)
         self.block_end = 0            # the end (exclusive) of the current id block
         self.next_block = 0           # the start of the next block, 0 while not fetched
         self.asking_ids = False

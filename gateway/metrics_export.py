@@ -163,7 +163,13 @@ class JobgateCollector(Collector):
                  sh.promoted),
                 ("evicted_jobs", "Expired jobs evicted by this node as leader", sh.evicted),
                 ("rescued_jobs", "Dead nodes' expired reservations returned by this node",
-                 sh.rescued)):
+                 sh.rescued),
+                ("events_sent", "Job events relayed to subscribers on other nodes",
+                 sh.relay.relayed),
+                ("events_received", "Job events of other nodes delivered to subscribers "
+                 "here", sh.relay.delivered),
+                ("event_batches_lost", "Relayed event batches lost (incomplete, unreadable "
+                 "or not sent)", sh.relay.lost)):
             yield CounterMetricFamily(f"jobgate_shared_{name}", doc, value=value)
 
     def _connections(self):

@@ -10,8 +10,10 @@ processes on one PostgreSQL.
   (core/shared_cron.py) and the rescue of dead nodes' expired reservations
   (core/shared_store.py);
 - **a listener thread** on one more session: `LISTEN jobgate_ready` (a NOTIFY names a queue
-  that got a ready job: when reservers wait for it here, a claim runs), the node's liveness
-  lock, and the leader lock, tried every second while another node leads;
+  that got a ready job: when reservers wait for it here, a claim runs), `jobgate_done`
+  (result waits), `jobgate_events` and `jobgate_subs` (events across nodes:
+  core/shared_events.py), the node's liveness lock, and the leader lock, tried every second
+  while another node leads;
 - **a timer task** on the loop: the claim poll (`database.poll_interval_ms`, for notifications
   lost with a connection), and the leader's promotion (every PROMOTE_MS) and rescue (every
   RESCUE_MS) rounds.
@@ -65,6 +67,10 @@ class SharedLink:
         self.node.on_demand = self.want
         self.node.on_ids = self._want_ids
         self.node.on_query = self._query
+        self.relay = self.node.events     # events across nodes (core/shared_events.py)
+        self.relay.number = store.number
+        self.relay.flush_soon = self._flush_soon
+        self._flushing = False
         self.tasks: queue.SimpleQueue = queue.SimpleQueue()
         self.loop = None
         self.pending = False      # a claim is queued or running
@@ -117,6 +123,20 @@ class SharedLink:
         if self.node.waits_for(queue_name):
             self.want()
 
+    def _flush_soon(self) -> None:
+        """Events wait to be relayed to other nodes (called inside an engine operation):
+        send them once this loop iteration is over."""
+        if not self._flushing and self.loop is not None:
+            self._flushing = True
+            self.loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flushing = False
+        self.relay.flush()
+
+    def _subs_heard(self, payload: str) -> None:
+        self.relay.heard_subs(payload, self.clock.wall_ms())
+
     def _post(self, fn, *args) -> None:
         loop = self.loop
         if loop is not None and not self.stopping:
@@ -142,6 +162,7 @@ class SharedLink:
                 now = time.monotonic() * 1000
                 if self.node.results.heap:
                     self.node.results.expire()
+                self.relay.tick(self.clock.wall_ms())
                 if now - last_poll >= self.poll_ms:
                     last_poll = now
                     if not self.pending and self.node.demand():
@@ -244,15 +265,24 @@ class SharedLink:
                 conn.autocommit = True
                 self.store.listen(conn)
                 self._post(self.want)   # notifications may have been missed: claim once
+                self._post(self.relay.connected)   # and other nodes' subscribers' wants
+                me = f"{self.store.number}:"
                 while not self.stopping:
                     if not self.leader and self.store.try_lead(conn):
                         self.leader = True
                         event(log, "leading the shared nodes", node=self.store.node)
                     for n in conn.notifies(timeout=LISTEN_WAIT_S):
-                        if n.channel == "jobgate_ready":
+                        ch = n.channel
+                        if ch == "jobgate_ready":
                             self._post(self._hint, n.payload)
-                        else:   # jobgate_done: a result waiter here may be answered
+                        elif ch == "jobgate_done":   # a result waiter here may be answered
                             self._post(self.node.results.hint, n.payload)
+                        elif n.payload.startswith(me):
+                            pass   # this node's own events and announcements
+                        elif ch == "jobgate_events":
+                            self._post(self.relay.received, n.payload)
+                        else:   # jobgate_subs: what another node's subscribers want
+                            self._post(self._subs_heard, n.payload)
                     conn.execute("SELECT 1")   # a dead session raises here
             except Exception as e:
                 if self.stopping:

@@ -229,7 +229,8 @@ class Session:
         """Receive the events of `queues` (a set; empty: every queue) from now on."""
         self.subscribed = set(queues)
         if self.subscription is None:
-            self.subscription = self.port.subscribe(notify=self._events_ready)
+            # every node's events in shared mode (docs/scaling.md, "Events across nodes")
+            self.subscription = self.port.subscribe(notify=self._events_ready, all_nodes=True)
             self.info.subscribers.add(self)
         self.subscription.set_queues(self.subscribed or None)
 
