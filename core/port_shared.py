@@ -67,3 +67,23 @@ class SharedOps:
         e = self._engine
         e.shared.query(delete_uid, (uid, queue, "workq", e.clock.wall_ms(), self._history()),
                        callback)
+
+    def forward(self, uid: str, dialect: str, body: bytes, callback, principal=None) -> None:
+        """Shared mode: run `body`, a command of `dialect` about the job named `uid` that this
+        node does not hold, on the node that holds it (a lock presented on another node than
+        the one that gave it: core/shared_calls.py). `callback(reply)` later, once: the reply
+        bytes that node's dialect made, or None (no node holds the job, no answer within
+        shared_calls.CALL_MS, or the database failed: answer as for a job that does not
+        exist). `principal` (core.access.Principal, None: every queue): whose command it is;
+        the holding node checks it. Raises AttributeError in single-node mode."""
+        self._engine.shared.calls.forward(uid, dialect, body, principal, callback)
+
+    def serve_forwarded(self, dialect: str, fn) -> None:
+        """Shared mode: run the commands of `dialect` other nodes forward here with
+        `fn(body: bytes, principal, reply)`; `principal` is a core.access.Principal or None,
+        `reply(body: bytes | None, need_commit: bool)` must be called once (need_commit: the
+        reply is sent once this node's changes so far are committed). Nothing in
+        single-node mode."""
+        sh = self._engine.shared
+        if sh is not None:
+            sh.calls.handlers[dialect] = fn

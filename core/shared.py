@@ -25,6 +25,7 @@ from __future__ import annotations
 from .model import RESERVED, TIMED_OUT
 from .paging import compact_ids
 from .recovery import adopt, job_of_row
+from .shared_calls import Calls
 from .shared_events import EventRelay
 from .shared_results import RemoteWaits
 
@@ -60,6 +61,7 @@ class SharedNode:
         self.settling: list = []      # (commit mark, fn, args, callback): query_settled()
         self.results = RemoteWaits(self)   # result waits for jobs not here (shared_results)
         self.events = EventRelay(self)     # events to and from the other nodes (shared_events)
+        self.calls = Calls(self)           # commands forwarded to a job's node (shared_calls)
         self.block_end = 0            # the end (exclusive) of the current id block
         self.next_block = 0           # the start of the next block, 0 while not fetched
         self.asking_ids = False
@@ -91,6 +93,16 @@ class SharedNode:
         else:
             self.settling.append((mark, fn, args, callback))
 
+    def after_commit(self, fn) -> None:
+        """Call `fn()` once every change made on this node so far is committed (at once when
+        nothing waits for the writer): a forwarded command's reply (core/shared_calls.py)."""
+        j = self.e.journal
+        mark = j.commit_mark()
+        if mark <= j.committed:
+            fn()
+        else:
+            self.settling.append((mark, None, None, fn))
+
     def committed(self, number: int) -> None:
         """Batch `number` committed (core.journal.Persistence.done): run the settled queries
         that waited for it, in order."""
@@ -103,7 +115,10 @@ class SharedNode:
         if i:
             ready, self.settling = s[:i], s[i:]
             for _, fn, args, callback in ready:
-                self.query(fn, args, callback)
+                if fn is None:
+                    callback()   # after_commit
+                else:
+                    self.query(fn, args, callback)
 
     # ------------------------------------------------------------------ ids
     def set_block(self, start: int) -> None:

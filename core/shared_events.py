@@ -75,6 +75,56 @@ def publish(conn, channel: str, payloads: list) -> int:
     return len(payloads)
 
 
+def cut(head: str, data: bytes) -> list:
+    """`data` as notification payloads `<head>:<i>:<n>:<base64 part>` of at most CHUNK
+    characters of text each (`head` names the stream and ends with its batch number: see
+    Joiner)."""
+    text = base64.b64encode(data).decode("ascii")
+    parts = [text[i:i + CHUNK] for i in range(0, len(text), CHUNK)] or [""]
+    n = len(parts)
+    return [f"{head}:{i}:{n}:{p}" for i, p in enumerate(parts)]
+
+
+class Joiner:
+    """Joins the payloads `cut()` made back into data. `<head>` is `<stream>:<batch>`: the
+    parts of one stream's batch arrive in order and together (one transaction's
+    notifications); a batch with a part missing is dropped and counted in `lost`."""
+
+    def __init__(self) -> None:
+        self.parts: dict = {}   # stream -> (batch, n, [parts])
+        self.lost = 0
+
+    def add(self, payload: str):
+        """One payload: (head, data bytes) when it completes a batch, else None (a part, or
+        a payload that is not ours: ignored)."""
+        try:
+            head, i, n, text = payload.rsplit(":", 3)
+            stream, batch = head.rsplit(":", 1)
+            i, n = int(i), int(n)
+        except ValueError:
+            return None
+        if n != 1:
+            got = self.parts.get(stream)
+            if i == 0:
+                if got is not None:
+                    self.lost += 1
+                got = self.parts[stream] = (batch, n, [])
+            elif got is None or got[0] != batch or len(got[2]) != i:
+                self.parts.pop(stream, None)   # a part went missing: drop the batch
+                self.lost += 1
+                return None
+            got[2].append(text)
+            if len(got[2]) < n:
+                return None
+            del self.parts[stream]
+            text = "".join(got[2])
+        try:
+            return head, base64.b64decode(text, validate=True)
+        except ValueError:
+            self.lost += 1
+            return None
+
+
 def encode(number: int, batch: int, events) -> list:
     """The notification payloads of `events` (core.events.Event) sent by node `number` as its
     batch `batch`: see the module docstring."""
@@ -91,10 +141,7 @@ def encode(number: int, batch: int, events) -> list:
         data = _pack(rows)
     except (TypeError, ValueError):   # a progress value MessagePack cannot hold
         data = _pack([r[:-1] + (None,) for r in rows])
-    text = base64.b64encode(data).decode("ascii")
-    parts = [text[i:i + CHUNK] for i in range(0, len(text), CHUNK)] or [""]
-    n = len(parts)
-    return [f"{number}:{batch}:{i}:{n}:{p}" for i, p in enumerate(parts)]
+    return cut(f"{number}:{batch}", data)
 
 
 class EventRelay:
@@ -112,10 +159,10 @@ class EventRelay:
         self.wants: dict = {}        # other node number -> (frozenset | None, heard at ms)
         self.sub = None              # the relay subscription while other nodes want events
         self.batch = 0
-        self.parts: dict = {}        # sender -> (batch, n, [parts])
+        self.joiner = Joiner()
         self.announced = frozenset()   # what this node announced last (None: every queue)
         self.announced_ms = 0
-        self.relayed = self.delivered = self.lost = 0
+        self.relayed = self.delivered = self.unsent = 0
         self.inflight = False        # a batch of events is being sent (the next one waits)
 
     # -------------------------------------------------- what subscribers here want
@@ -135,7 +182,7 @@ class EventRelay:
 
     def _sent(self, outcome) -> None:
         if isinstance(outcome, Exception):
-            self.lost += 1   # logged by the gateway; notifications are hints
+            self.unsent += 1   # logged by the gateway; notifications are hints
 
     def _events_sent(self, outcome) -> None:
         self.inflight = False
@@ -257,42 +304,26 @@ class EventRelay:
     def received(self, payload: str) -> int:
         """A `jobgate_events` payload: when it completes a batch of another node, hand the
         batch's events to this node's every-node subscriptions. Returns how many."""
+        if payload.startswith(f"{self.number}:"):
+            return 0
+        got = self.joiner.add(payload)
+        if got is None:
+            return 0
         try:
-            head, batch, i, n, text = payload.split(":", 4)
-            number, batch, i, n = int(head), int(batch), int(i), int(n)
-        except ValueError:
-            return 0
-        if number == self.number:
-            return 0
-        if n == 1:
-            return self._deliver(text)
-        got = self.parts.get(number)
-        if i == 0:
-            if got is not None:
-                self.lost += 1
-            got = self.parts[number] = (batch, n, [])
-        elif got is None or got[0] != batch or len(got[2]) != i:
-            self.parts.pop(number, None)   # a part went missing: drop the batch
-            self.lost += 1
-            return 0
-        got[2].append(text)
-        if len(got[2]) < n:
-            return 0
-        del self.parts[number]
-        return self._deliver("".join(got[2]))
-
-    def _deliver(self, text: str) -> int:
-        try:
-            rows = msgpack.unpackb(base64.b64decode(text), raw=False, use_list=False,
-                                   strict_map_key=False)
+            rows = msgpack.unpackb(got[1], raw=False, use_list=False, strict_map_key=False)
         except (ValueError, msgpack.UnpackException):
-            self.lost += 1
+            self.joiner.lost += 1
             return 0
         feed = self.node.e.feed
         n = 0
-        for r in rows:
+        for r in rows if rows.__class__ is tuple else ():
             if r.__class__ is tuple and len(r) == 15:
                 feed.relay(r)
                 n += 1
         self.delivered += n
         return n
+
+    @property
+    def lost(self) -> int:
+        """Batches lost: incomplete or unreadable here, or not sent from here."""
+        return self.joiner.lost + self.unsent

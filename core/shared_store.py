@@ -31,6 +31,7 @@ import sqlalchemy as sa
 from . import schema
 from .shared import ID_BLOCK
 from .shared_duties import NODE_LOCK_CLASS, LeaderDuties
+from .shared_calls import CALLS_CHANNEL
 from .shared_events import EVENTS_CHANNEL, SUBS_CHANNEL
 from .shared_reads import DONE_CHANNEL, READY_CHANNEL
 from .storage import Store
@@ -286,10 +287,12 @@ class SharedStore(LeaderDuties, Store):
     # ------------------------------------------------------------ listener
     def listen(self, conn) -> None:
         """On the listener session `conn` (autocommit): LISTEN for ready jobs, finished ones,
-        other nodes' events and their subscribers' wants (core/shared_events.py), and hold
+        other nodes' events and their subscribers' wants (core/shared_events.py), commands
+        forwarded to this node (core/shared_calls.py), and hold
         this node's liveness lock for as long as the session lives."""
         cur = conn.cursor()
-        for channel in (READY_CHANNEL, DONE_CHANNEL, EVENTS_CHANNEL, SUBS_CHANNEL):
+        for channel in (READY_CHANNEL, DONE_CHANNEL, EVENTS_CHANNEL, SUBS_CHANNEL,
+                        CALLS_CHANNEL):
             cur.execute(f"LISTEN {channel}")
         cur.execute("SELECT pg_advisory_lock(%s, %s)", (NODE_LOCK_CLASS, self.number))
         cur.close()

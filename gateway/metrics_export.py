@@ -169,7 +169,13 @@ class JobgateCollector(Collector):
                 ("events_received", "Job events of other nodes delivered to subscribers "
                  "here", sh.relay.delivered),
                 ("event_batches_lost", "Relayed event batches lost (incomplete, unreadable "
-                 "or not sent)", sh.relay.lost)):
+                 "or not sent)", sh.relay.lost),
+                ("forwarded_commands", "Commands forwarded to the node holding their job",
+                 sh.calls.forwarded),
+                ("forwarded_served", "Commands other nodes forwarded here, run here",
+                 sh.calls.served),
+                ("forwarded_unanswered", "Forwarded commands answered as for no such job "
+                 "(no reply in time, or the database failed)", sh.calls.unanswered)):
             yield CounterMetricFamily(f"jobgate_shared_{name}", doc, value=value)
 
     def _connections(self):

@@ -12,7 +12,8 @@ processes on one PostgreSQL.
 - **a listener thread** on one more session: `LISTEN jobgate_ready` (a NOTIFY names a queue
   that got a ready job: when reservers wait for it here, a claim runs), `jobgate_done`
   (result waits), `jobgate_events` and `jobgate_subs` (events across nodes:
-  core/shared_events.py), the node's liveness lock, and the leader lock, tried every second
+  core/shared_events.py), `jobgate_calls` (commands forwarded to the node holding their job:
+  core/shared_calls.py), the node's liveness lock, and the leader lock, tried every second
   while another node leads;
 - **a timer task** on the loop: the claim poll (`database.poll_interval_ms`, for notifications
   lost with a connection), and the leader's promotion (every PROMOTE_MS) and rescue (every
@@ -70,6 +71,8 @@ class SharedLink:
         self.relay = self.node.events     # events across nodes (core/shared_events.py)
         self.relay.number = store.number
         self.relay.flush_soon = self._flush_soon
+        self.calls = self.node.calls      # commands forwarded to a job's node (shared_calls)
+        self.calls.number = store.number
         self._flushing = False
         self.tasks: queue.SimpleQueue = queue.SimpleQueue()
         self.loop = None
@@ -163,6 +166,7 @@ class SharedLink:
                 if self.node.results.heap:
                     self.node.results.expire()
                 self.relay.tick(self.clock.wall_ms())
+                self.calls.expire()
                 if now - last_poll >= self.poll_ms:
                     last_poll = now
                     if not self.pending and self.node.demand():
@@ -277,6 +281,9 @@ class SharedLink:
                             self._post(self._hint, n.payload)
                         elif ch == "jobgate_done":   # a result waiter here may be answered
                             self._post(self.node.results.hint, n.payload)
+                        elif ch == "jobgate_calls":   # addressed `<to>:...`: ours only
+                            if n.payload.startswith(me):
+                                self._post(self.calls.received, n.payload)
                         elif n.payload.startswith(me):
                             pass   # this node's own events and announcements
                         elif ch == "jobgate_events":

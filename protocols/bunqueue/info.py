@@ -59,6 +59,9 @@ class BunqueueInfo:
                  access=None) -> None:
         self.port = Port.of(engine)
         self.access = access
+        if self.port.shared:   # commands other nodes forward to the jobs held here
+            from .forward import server
+            self.port.serve_forwarded("bunqueue", server(self))
         self.auth_tokens = [t.encode("utf-8") for t in auth_tokens]
         #: clients not identified otherwise must Auth (tokens are configured)
         self.requires_auth = bool(auth_tokens) or (access is not None and access.has_tokens)

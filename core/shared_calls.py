@@ -1,0 +1,155 @@
+"""Commands forwarded to the node that holds a job (issue 19, item 4: "bunqueue locks,
+renewals ... across nodes"; docs/scaling.md "Locks presented on another node").
+
+A reserved job lives in the engine of the node whose client reserved it: its lease, lock
+token, timers and waiters are there. A client may present its lock on another node, though: a
+bunqueue Worker sends its commands over a pool of up to 8 connections, which a load balancer
+may spread over several nodes, so the `ACK` of a job pulled through node A can arrive at node
+B. Node B then forwards the command to A, which runs it as if its own client had sent it and
+answers through B:
+
+1. B reads which node holds the job (`jobs.node` of the row with that uid);
+2. B sends the command on channel `jobgate_calls`: MessagePack ("q", request number, dialect,
+   principal, command bytes), cut by core.shared_events.cut into payloads whose head is
+   `<to>:<from>:<batch>`, so that a listener keeps only those addressed to it;
+3. A runs the command through the dialect's handler (registered with
+   Port.serve_forwarded), and once what it changed is committed sends ("r", request number,
+   reply bytes) back (reply None: nobody there serves that dialect);
+4. B answers its client with the reply; when no node holds the job, A does not answer within
+   CALL_MS, or the database fails, B answers as it would for a job that does not exist.
+
+The command runs on A with the principal of B's client (access is checked where the job is).
+A reply lost after A ran the command (B timed out) leaves the client with a "not found" for
+a command that took effect: the client's retry then gets "not found" too, as on a single
+server after a lost reply. No I/O here (gateway/shared.py runs the statements and feeds the
+listener's payloads to `received`). Units: ms.
+"""
+from __future__ import annotations
+
+import msgpack
+
+from .shared_events import Joiner, cut, publish
+from .shared_reads import _run
+
+#: the channel of forwarded commands and their replies
+CALLS_CHANNEL = "jobgate_calls"
+#: ms a node waits for the holder's reply before answering as for a job that does not exist
+CALL_MS = 5000
+
+_pack = msgpack.Packer(use_bin_type=True).pack
+
+
+def holder(conn, uid: str) -> str | None:
+    """The name of the node holding the job whose uid is `uid` (`jobs.node`), None when no
+    node holds it or there is no such row."""
+    def go(cur):
+        cur.execute("SELECT node FROM jobs WHERE uid = %s", (uid,))
+        r = cur.fetchone()
+        return None if r is None else r[0]
+    return _run(conn, go)
+
+
+def node_number(name: str) -> int | None:
+    """The number of node `name` (`<host>:<pid>:<number>`), None for another string."""
+    tail = name.rsplit(":", 1)[-1]
+    return int(tail) if tail.isdigit() else None
+
+
+class Calls:
+    """One node's forwarded commands (module docstring); `node`: core.shared.SharedNode. The
+    gateway sets `number`. `handlers`: dialect -> fn(body: bytes, principal, reply) where
+    `reply(body: bytes | None, need_commit: bool)` is called once. Counters: `forwarded`
+    (sent from here), `served` (run here for another node), `unanswered` (timed out or
+    failed here)."""
+
+    def __init__(self, node) -> None:
+        self.node = node
+        self.number = 0
+        self.handlers: dict = {}
+        self.pending: dict = {}   # request number -> (callback, deadline monotonic ms)
+        self.req = 0
+        self.batch = 0
+        self.joiner = Joiner()
+        self.forwarded = self.served = self.unanswered = 0
+
+    # ------------------------------------------------------------------ asking
+    def forward(self, uid: str, dialect: str, body: bytes, principal, callback) -> None:
+        """Run `body` (a command of `dialect` about job `uid`, which this node does not hold)
+        on the node holding the job; `callback(reply bytes | None)` once (None: no node
+        holds it, no answer within CALL_MS, or the database failed). `principal`: a
+        core.access.Principal or None (every queue)."""
+        p = None if principal is None else (principal.name, principal.kind,
+                                            list(principal.patterns))
+
+        def got(name) -> None:
+            to = None if name is None or isinstance(name, Exception) else node_number(name)
+            if to is None or to == self.number:
+                callback(None)
+                return
+            self.req += 1
+            deadline = self.node.e.clock.monotonic_ms() + CALL_MS
+            self.pending[self.req] = (callback, deadline)
+            self.forwarded += 1
+            self._send(to, ("q", self.req, dialect, p, body))
+        self.node.query(holder, (uid,), got)
+
+    def expire(self) -> None:
+        """Answer None to the requests past their deadline (the gateway's timer)."""
+        if not self.pending:
+            return
+        now = self.node.e.clock.monotonic_ms()
+        late = [r for r, (_, d) in self.pending.items() if d <= now]
+        for r in late:
+            callback, _ = self.pending.pop(r)
+            self.unanswered += 1
+            callback(None)
+
+    def _send(self, to: int, msg: tuple) -> None:
+        self.batch += 1
+        parts = cut(f"{to}:{self.number}:{self.batch}", _pack(msg))
+        self.node.query(publish, (CALLS_CHANNEL, parts), self._sent(msg))
+
+    def _sent(self, msg: tuple):
+        def done(outcome) -> None:
+            if isinstance(outcome, Exception) and msg[0] == "q":
+                entry = self.pending.pop(msg[1], None)
+                if entry is not None:
+                    self.unanswered += 1
+                    entry[0](None)
+        return done
+
+    # ---------------------------------------------------------------- answering
+    def received(self, payload: str) -> None:
+        """A `jobgate_calls` payload addressed to this node (`<number>:...`): run a request,
+        or answer a waiting one with its reply."""
+        got = self.joiner.add(payload)
+        if got is None:
+            return
+        head, data = got
+        try:
+            frm = int(head.split(":")[1])
+            kind, req, dialect, principal, body = msgpack.unpackb(data, raw=False,
+                                                                    use_list=False)
+        except (ValueError, TypeError, IndexError, msgpack.UnpackException):
+            return
+        if kind == "r":
+            entry = self.pending.pop(req, None)
+            if entry is not None:
+                entry[0](body)
+            return
+        fn = self.handlers.get(dialect)
+        if fn is None:
+            self._send(frm, ("r", req, None, None, None))
+            return
+        self.served += 1
+        if principal is not None:
+            from .access import Principal
+            principal = Principal(principal[0], principal[1], principal[2])
+
+        def reply(out, need_commit: bool) -> None:
+            msg = ("r", req, None, None, out)
+            if need_commit:
+                self.node.after_commit(lambda: self._send(frm, msg))
+            else:
+                self._send(frm, msg)
+        fn(body, principal, reply)

@@ -1,0 +1,65 @@
+"""Locks presented on another node in shared mode (issue 19, item 4; docs/scaling.md "Locks
+presented on another node", core/shared_calls.py, protocols/bunqueue/forward.py): a bunqueue
+Worker's pool of connections may reach several nodes, so a job pulled through node a is
+heartbeated, extended, given progress, ACKed and FAILed through node b, which forwards each
+command to a and answers with a's reply; tokens are checked where the lock is; a job no node
+holds gets the single server's error. Real node processes on one fresh PostgreSQL database,
+real bunqueue sockets.
+
+Needs JOBGATE_TEST_PG_URL (skipped with a clear reason without it).
+"""
+from __future__ import annotations
+
+from .bunqueue_support import BQ, OK
+from .shared_support import rows
+
+
+def test_lock_upkeep_and_ack_through_another_node(nodes):
+    """Pulled on a with a lock; on b: heartbeat, lock extension and progress go through, a
+    wrong or missing token gets the lock errors, the ACK with the token completes the job
+    (a sees it completed at once: a answered after its commit), and a second ACK finds no
+    active job anywhere."""
+    a, b = nodes(2)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    jid = qa.push("lk", {"n": 1})
+    r = qa.pull("lk", owner="w", lockTtl=60_000)
+    assert r["job"]["id"] == jid
+    tok = r["token"]
+    assert qb.call("JobHeartbeat", id=jid, token=tok) == {"ok": True, "data": {"ok": True}}
+    assert qb.call("ExtendLock", id=jid, token=tok, duration=120_000) == OK
+    assert qb.call("ExtendLock", id=jid, token="bad", duration=1000) == \
+        {"ok": False, "error": "Lock not found or invalid token"}
+    assert qb.call("Progress", id=jid, progress=40) == OK
+    assert qa.call("GetProgress", id=jid)["progress"] == 40
+    assert qb.call("ACK", id=jid) == {"ok": False, "error": f"Lock token required for job {jid}"}
+    assert qb.call("ACK", id=jid, token="nope") == \
+        {"ok": False, "error": f"Invalid or expired lock token for job {jid}"}
+    assert qb.call("ACK", id=jid, token=tok, result={"sum": 3}) == OK
+    assert qa.state(jid) == "completed"
+    assert qb.call("GetResult", id=jid)["result"] == {"sum": 3}
+    assert rows(nodes.url, "SELECT state, node FROM jobs WHERE uid = %s", (jid,)) == \
+        [("completed", None)]
+    assert qb.call("ACK", id=jid, token=tok) == \
+        {"ok": False, "error": f"Job not found or not in processing state: {jid}"}
+    assert qb.call("ACK", id="no-such-job") == \
+        {"ok": False, "error": "Job not found or not in processing state: no-such-job"}
+
+
+def test_fail_and_batches_through_another_node(nodes):
+    """FAIL of a job pulled on a, sent to b, sends it to the DLQ (its last attempt); a batch
+    pulled with PULLB on a is heartbeated and ACKed with ACKB through b."""
+    a, b = nodes(2)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    fid = qa.push("lkf", {"n": 1}, maxAttempts=1)
+    tok = qa.pull("lkf", owner="w", lockTtl=60_000)["token"]
+    assert qb.call("FAIL", id=fid, token=tok, error="bad input") == OK
+    assert qa.state(fid) == "failed"
+
+    ids = [qa.push("lkb", {"i": i}) for i in range(3)]
+    got = qa.ok("PULLB", queue="lkb", count=3, owner="o", lockTtl=60_000)
+    assert [j["id"] for j in got["jobs"]] == ids
+    toks = got["tokens"]
+    assert qb.call("JobHeartbeatB", ids=ids, tokens=toks) == \
+        {"ok": True, "data": {"ok": True, "count": 3}}
+    assert qb.call("ACKB", ids=ids, tokens=toks) == OK
+    assert [qa.state(i) for i in ids] == ["completed"] * 3
