@@ -46,11 +46,13 @@ class Conn:
         return b
 
 
-def start_node(url: str, cfg: str) -> tuple[subprocess.Popen, int]:
+def start_node(url: str, cfg: str, bunqueue_port: int | None = None
+               ) -> tuple[subprocess.Popen, int]:
     port = free_port()
+    extra = [] if bunqueue_port is None else ["--listen", f"bunqueue=127.0.0.1:{bunqueue_port}"]
     p = subprocess.Popen([sys.executable, "-m", "gateway.cli", "serve", "--listen",
-                          f"beanstalk=127.0.0.1:{port}", "--database", url, "--config", cfg,
-                          "--log-level", "warning"], cwd=REPO,
+                          f"beanstalk=127.0.0.1:{port}", *extra, "--database", url,
+                          "--config", cfg, "--log-level", "warning"], cwd=REPO,
                          env=dict(os.environ, PYTHONPATH=REPO))
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -72,10 +74,12 @@ def pct(vals: list, q: float) -> float:
 
 
 @contextmanager
-def shared_nodes(pg: str, prefix: str, n: int = 2, poll_ms: int = 60_000):
+def shared_nodes(pg: str, prefix: str, n: int = 2, poll_ms: int = 60_000,
+                 bunqueue: bool = False):
     """Yield the beanstalk ports of `n` shared-mode nodes (claim poll `poll_ms`) started one
     after the other on a fresh database `<prefix><random>` of the PostgreSQL server that
-    admin URL `pg` names; stop them and drop the database afterwards."""
+    admin URL `pg` names (with `bunqueue`: (beanstalk ports, bunqueue ports)); stop them and
+    drop the database afterwards."""
     import sqlalchemy as sa
     name = prefix + uuid.uuid4().hex[:8]
     admin = sa.create_engine(pg, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
@@ -87,12 +91,13 @@ def shared_nodes(pg: str, prefix: str, n: int = 2, poll_ms: int = 60_000):
         with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
             f.write(f"database:\n  mode: shared\n  poll_interval_ms: {poll_ms}\n")
             cfg = f.name
-        ports = []
+        ports, bports = [], []
         for _ in range(n):
-            p, port = start_node(url, cfg)
+            bports.append(free_port() if bunqueue else None)
+            p, port = start_node(url, cfg, bports[-1])
             procs.append(p)
             ports.append(port)
-        yield ports
+        yield (ports, bports) if bunqueue else ports
     finally:
         for p in procs:
             p.terminate()
