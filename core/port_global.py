@@ -1,6 +1,6 @@
 """The port's global reads and admin changes (a base of core.api.Port; issue 19, item 4):
 beanstalk's stats, stats-tube, list-tubes, peek*, stats-job, kick, kick-job, delete and
-pause-tube as operations with a callback form, so that a node in shared mode can answer them
+pause-tube, and bunqueue's GetJobCounts and Count, as operations with a callback form, so that a node in shared mode can answer them
 from the database every node shares (docs/mapping.md, "Shared mode").
 
 Each `*_global` operation calls `callback(answer)` exactly once:
@@ -102,6 +102,45 @@ class GlobalOps:
                     v[14], v[15], v[16] = True, p[1], max(left, v[16])
             return QueueView(*v)
         sh.query_settled(_sr().counts, (sh.node, name, self.clock.wall_ms()),
+                         _then(callback, merge))
+
+    def job_counts(self, name: str) -> dict:
+        """The job counts of queue `name` by state in this engine (job_counts_global's
+        dict)."""
+        q = self.queue(name)
+        if q is None:
+            return {READY: 0, "prioritized": 0, DELAYED: 0, "blocked": 0, RESERVED: 0,
+                    BURIED: 0, COMPLETED: 0, "paused": False}
+        prio = sum(n for rank, n in self.priority_counts(name, delayed=False).items()
+                   if rank < 0)
+        return {READY: q.ready, "prioritized": prio, DELAYED: q.delayed, "blocked": q.blocked,
+                RESERVED: q.reserved, BURIED: q.buried, COMPLETED: q.completed,
+                "paused": q.paused}
+
+    def job_counts_global(self, name: str, callback) -> None:
+        """`callback(dict)`: the job counts of queue `name` by state, for bunqueue's
+        GetJobCounts and Count: {"ready", "prioritized" (ready jobs with a rank below 0, in
+        `ready` too), "delayed", "blocked" (delayed for dependencies, in `delayed` too),
+        "reserved", "buried", "completed", "paused" (bool)}; all 0 for a queue that exists
+        nowhere. In shared mode the counts span every node (rows held by none or by another
+        node, plus this node's engine; `completed` reads the table); on a database error
+        `callback` gets the Exception."""
+        e = self._engine
+        sh = e.shared
+        if sh is None:
+            callback(self.job_counts(name))
+            return
+
+        def merge(res):
+            db, pauses = res
+            out = self.job_counts(name)
+            for k, n in db.items():
+                out[k] += n
+            p = pauses.get(name)
+            if p is not None and p[0] > self.clock.wall_ms():
+                out["paused"] = True
+            return out
+        sh.query_settled(_sr().job_counts, (sh.node, name, self.clock.wall_ms()),
                          _then(callback, merge))
 
     def queue_names_global(self, callback) -> None:

@@ -101,6 +101,37 @@ _ONE_QUEUE = (
     "WHERE queue = %s AND state = 'ready') r")
 
 
+def job_counts(conn, node: str, queue: str, now_ms: int) -> tuple:
+    """Every state's count of `queue`'s rows not held by `node` (this node counts those), for
+    a bunqueue GetJobCounts / Count: ({state: jobs, "prioritized": ready jobs with a rank
+    below 0}, pause {queue: (until_ms, pause_ms)} in force at `now_ms`). The states beanstalk
+    sees are index scans (as counts()); `completed` reads the table (no index has it)."""
+    def go(cur):
+        cur.execute(_ALL_STATES, (queue, node, queue, node, queue, node, queue, node, queue,
+                                  node))
+        ready, prio, delayed, reserved, buried, completed = cur.fetchone()
+        cur.execute("SELECT queue, until_ms, pause_ms FROM queue_pauses "
+                    "WHERE until_ms > %s AND queue = %s", (now_ms, queue))
+        pauses = {q: (u, p) for q, u, p in cur.fetchall()}
+        return ({READY: ready, "prioritized": prio, DELAYED: delayed, RESERVED: reserved,
+                 BURIED: buried, COMPLETED: completed}, pauses)
+    return _run(conn, go)
+
+
+_ALL_STATES = (
+    "SELECT r.n, r.p, "
+    "(SELECT count(*) FROM jobs WHERE queue = %s AND state = 'delayed' "
+    "AND node IS DISTINCT FROM %s), "
+    "(SELECT count(*) FROM jobs WHERE queue = %s AND state = 'reserved' "
+    "AND node IS DISTINCT FROM %s), "
+    "(SELECT count(*) FROM jobs WHERE queue = %s AND state = 'buried' "
+    "AND node IS DISTINCT FROM %s), "
+    "(SELECT count(*) FROM jobs WHERE queue = %s AND state = 'completed' "
+    "AND node IS DISTINCT FROM %s) "
+    "FROM (SELECT count(*) AS n, count(*) FILTER (WHERE priority < 0) AS p FROM jobs "
+    "WHERE queue = %s AND state = 'ready' AND node IS DISTINCT FROM %s) r")
+
+
 def queue_names(conn, now_ms: int) -> list:
     """The names of the queues with jobs in the database or a pause in force, sorted."""
     def go(cur):

@@ -4,12 +4,12 @@ reference differs from the spec, e.g. ListQueues answers names and GetJobCounts 
 """
 from __future__ import annotations
 
-from core.api import RESERVED, TIMED_OUT, JobView
+from core.api import BURIED, COMPLETED, DELAYED, READY, RESERVED, TIMED_OUT, JobView
 
 from .codec import UNDEFINED, js_num, num, splice_map
 from .jobview import job_body, rank_priority, result_body, state_name
 from .options import number_error, queue_name
-from .registry import PENDING, Spliced, command, err
+from .registry import PENDING, STORAGE_UNAVAILABLE, Spliced, command, err
 
 
 def find(sess, id) -> JobView | None:
@@ -143,41 +143,64 @@ def wait_job(sess, cmd: dict):
     return PENDING
 
 
-def counts(sess, queue: str) -> dict:
-    """GetJobCounts for `queue` (reference keys and order)."""
-    e = sess.port
-    c = {"waiting": 0, "prioritized": 0, "delayed": 0, "active": 0, "completed": 0,
-         "failed": 0, "waiting-children": 0, "paused": 0}
-    q = e.queue(queue)
-    if q is None:
-        return c
-    if q.paused:
-        c["paused"] = q.ready
+def counts_of(c: dict) -> dict:
+    """GetJobCounts' object (reference keys and order) from Port.job_counts_global's counts
+    `c`: a paused queue shows its ready jobs as `paused`; a flow parent waiting for its
+    children is `waiting-children`, not `delayed`; `failed` is the DLQ (buried jobs)."""
+    out = {"waiting": 0, "prioritized": 0, "delayed": c[DELAYED] - c["blocked"],
+           "active": c[RESERVED], "completed": c[COMPLETED], "failed": c[BURIED],
+           "waiting-children": c["blocked"], "paused": 0}
+    if c["paused"]:
+        out["paused"] = c[READY]
     else:
-        prio = sum(n for rank, n in e.priority_counts(queue, delayed=False).items() if rank < 0)
-        c["waiting"] = q.ready - prio
-        c["prioritized"] = prio
-    c["delayed"] = q.delayed - q.blocked
-    c["waiting-children"] = q.blocked
-    c["active"] = q.reserved
-    c["completed"] = q.completed
-    c["failed"] = q.buried
-    return c
+        out["waiting"] = c[READY] - c["prioritized"]
+        out["prioritized"] = c["prioritized"]
+    return out
+
+
+def counts(sess, queue: str) -> dict:
+    """GetJobCounts' object for `queue` from this node's engine (the dashboard's and the
+    Prometheus gauges' per-node figures)."""
+    return counts_of(sess.port.job_counts(queue))
+
+
+def _global_counts(sess, queue: str, answer):
+    """`answer(counts)` for queue `queue` (Port.job_counts_global): at once on a single
+    server; in shared mode later (PENDING), spanning every node (docs/mapping.md)."""
+    out = []
+    rid = sess.rid
+
+    def got(c) -> None:
+        if isinstance(c, Exception):
+            r = err(STORAGE_UNAVAILABLE)
+        else:
+            r = answer(c)
+        if out:   # answered later: the command returned PENDING
+            if not sess.closed:
+                sess.later(rid, r)
+        else:
+            out.append(r)
+    sess.port.job_counts_global(queue, got)
+    if out:
+        return out[0]
+    out.append(None)
+    return PENDING
 
 
 @command("GetJobCounts")
 def get_job_counts(sess, cmd: dict):
-    return {"ok": True, "counts": counts(sess, queue_name(cmd.get("queue")))}
+    return _global_counts(sess, queue_name(cmd.get("queue")),
+                          lambda c: {"ok": True, "counts": counts_of(c)})
 
 
 @command("Count")
 def count(sess, cmd: dict):
     """The queue's size as the reference counts it: waiting + prioritized + delayed jobs (the
     spec's text says "all states"; the client's count() means jobs still to run); a flow
-    parent waiting for its children is not counted (reference)."""
-    q = sess.port.queue(queue_name(cmd.get("queue")))
-    n = 0 if q is None else q.ready + q.delayed - q.blocked
-    return {"ok": True, "count": n}
+    parent waiting for its children is not counted (reference). In shared mode, on every
+    node."""
+    return _global_counts(sess, queue_name(cmd.get("queue")),
+                          lambda c: {"ok": True, "count": c[READY] + c[DELAYED] - c["blocked"]})
 
 
 @command("GetCountsPerPriority")

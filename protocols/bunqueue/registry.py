@@ -34,6 +34,12 @@ class _Pending:
 
 PENDING = _Pending()
 
+#: The error of a command whose reply waits for a commit while storage is unavailable
+#: (Port.storage_down; the command is not run), or whose database read failed (shared mode).
+#: The reference has no such state (its SQLite errors surface as the exception's text), so
+#: the text is ours.
+STORAGE_UNAVAILABLE = "Storage unavailable"
+
 #: The reply of commands that answer only "ok" (the reference adds `id: undefined`).
 def ok_empty() -> dict:
     return {"ok": True, "id": UNDEFINED}

@@ -31,15 +31,12 @@ from .codec import (UNDEFINED, decode_command, decode_steps, frame, nil_req_id, 
                     unpack_value)
 from .forward import FORWARDED, forward, held_elsewhere
 from .info import CAPABILITIES, PROTOCOL_VERSIONS, SPEAKS_VERSION, BunqueueInfo
-from .registry import BULK, HANDLERS, MUTATING, PENDING, Spliced, command, err, ok_empty
+from .registry import (BULK, HANDLERS, MUTATING, PENDING, STORAGE_UNAVAILABLE, Spliced, command,
+                       err, ok_empty)
 
 log = logging.getLogger("jobgate.bunqueue")
 
 _NOT_AUTH = "Not authenticated"
-#: The error of a command whose reply waits for a commit while storage is unavailable
-#: (Port.storage_down); the command is not run. The reference has no such state (its SQLite
-#: errors surface as the exception's text), so the text is ours.
-STORAGE_UNAVAILABLE = "Storage unavailable"
 _FIELD_ERRORS = (TypeError, AttributeError, ValueError, KeyError, IndexError)
 
 

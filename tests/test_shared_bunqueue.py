@@ -1,10 +1,11 @@
-"""Locks presented on another node in shared mode (issue 19, item 4; docs/scaling.md "Locks
-presented on another node", core/shared_calls.py, protocols/bunqueue/forward.py): a bunqueue
-Worker's pool of connections may reach several nodes, so a job pulled through node a is
-heartbeated, extended, given progress, ACKed and FAILed through node b, which forwards each
-command to a and answers with a's reply; tokens are checked where the lock is; a job no node
-holds gets the single server's error. Real node processes on one fresh PostgreSQL database,
-real bunqueue sockets.
+"""bunqueue across nodes in shared mode (issue 19, item 4). Locks presented on another node
+(docs/scaling.md "Locks presented on another node", core/shared_calls.py,
+protocols/bunqueue/forward.py): a bunqueue Worker's pool of connections may reach several
+nodes, so a job pulled through node a is heartbeated, extended, given progress, ACKed and
+FAILed through node b, which forwards each command to a and answers with a's reply; tokens
+are checked where the lock is; a job no node holds gets the single server's error. Counts
+(docs/mapping.md "Shared mode"): GetJobCounts and Count on any node span every node. Real
+node processes on one fresh PostgreSQL database, real bunqueue sockets.
 
 Needs JOBGATE_TEST_PG_URL (skipped with a clear reason without it).
 """
@@ -63,3 +64,30 @@ def test_fail_and_batches_through_another_node(nodes):
         {"ok": True, "data": {"ok": True, "count": 3}}
     assert qb.call("ACKB", ids=ids, tokens=toks) == OK
     assert [qa.state(i) for i in ids] == ["completed"] * 3
+
+
+def test_job_counts_span_every_node(nodes):
+    """GetJobCounts and Count on node b count the jobs of every node and of the database:
+    waiting and prioritized jobs pushed on a, a delayed one, one active on a, one completed
+    and one in the DLQ; the same figures on a."""
+    a, b = nodes(2)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    q = "cnt"
+    done = qa.push(q, {"n": 0})
+    assert qa.pull(q, timeout=1000)["job"]["id"] == done
+    qa.ok("ACK", id=done)
+    dead = qa.push(q, {"n": 1}, maxAttempts=1)
+    assert qa.pull(q, timeout=1000)["job"]["id"] == dead
+    qa.ok("FAIL", id=dead, error="x")
+    active = qa.push(q, {"n": 2})
+    assert qa.pull(q, timeout=1000)["job"]["id"] == active   # held by a
+    for i in range(3):
+        qa.push(q, {"w": i})
+    qb.push(q, {"p": 1}, priority=5)
+    qa.push(q, {"d": 1}, delay=600_000)
+    want = {"waiting": 3, "prioritized": 1, "delayed": 1, "active": 1, "completed": 1,
+            "failed": 1, "waiting-children": 0, "paused": 0}
+    for c in (qb, qa):
+        assert c.call("GetJobCounts", queue=q) == {"ok": True, "counts": want}
+        assert c.call("Count", queue=q)["count"] == 5
+    assert qb.call("GetJobCounts", queue="nothing-here")["counts"] == dict.fromkeys(want, 0)
