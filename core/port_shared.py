@@ -87,3 +87,21 @@ class SharedOps:
         sh = self._engine.shared
         if sh is not None:
             sh.calls.handlers[dialect] = fn
+
+    def uids_taken_global(self, uids: list, callback) -> None:
+        """`callback(set)`: which of `uids` a new job may not take (uid_taken): on a single
+        server at once; in shared mode also those a row of the database has, whichever node
+        put it (a client's custom ids are unique across nodes; two nodes creating one new id
+        at the same moment are not caught: docs/scaling.md). On a database error `callback`
+        gets the Exception."""
+        e = self._engine
+        local = {u for u in uids if e.uid_taken(u)}
+        rest = [u for u in uids if u not in local]
+        if e.shared is None or not rest:
+            callback(local)
+            return
+        from .shared_reads import uids_present
+
+        def got(found):
+            callback(found if isinstance(found, Exception) else local | found)
+        e.shared.query(uids_present, (rest,), got)

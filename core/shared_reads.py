@@ -132,6 +132,14 @@ _ALL_STATES = (
     "WHERE queue = %s AND state = 'ready' AND node IS DISTINCT FROM %s) r")
 
 
+def uids_present(conn, uids: list) -> set:
+    """The ones of `uids` that a row has (custom ids across nodes), through `jobs_uid`."""
+    def go(cur):
+        cur.execute("SELECT uid FROM jobs WHERE uid = ANY(%s)", (list(uids),))
+        return {r[0] for r in cur.fetchall()}
+    return _run(conn, go)
+
+
 def queue_names(conn, now_ms: int) -> list:
     """The names of the queues with jobs in the database or a pause in force, sorted."""
     def go(cur):

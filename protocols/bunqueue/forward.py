@@ -10,12 +10,20 @@ does not have (`Job not found or not in processing state: <id>`, ...).
 
 Batch forms (ACKB, JobHeartbeatB, ExtendLocks) are forwarded whole when none of their jobs is
 held here, to the node holding the first: a batch pulled together (PULLB) is held together.
+
+Custom ids across nodes: a PUSH or PUSHB naming a `jobId` (or `customId`) this node does not
+have first asks the database (Port.uids_taken_global) which of them a row already has; those
+are answered with the existing id, as a single server answers a custom id it has
+(`taken_elsewhere`), the others are created.
 """
 from __future__ import annotations
 
 import msgpack
 
+from types import GeneratorType
+
 from .codec import _keep_ext, decode_command, pack
+from .registry import STORAGE_UNAVAILABLE, err
 
 #: commands about a job held by the node that reserved it -> the field naming the job(s)
 FORWARDED = {"ACK": "id", "FAIL": "id", "JobHeartbeat": "id", "ExtendLock": "id",
@@ -39,6 +47,64 @@ def held_elsewhere(sess, name: str, cmd: dict) -> str | None:
         if id.__class__ is not str or port.find(id) is not None:
             return None
     return ids[0]
+
+
+#: commands that create jobs with the client's ids (jobId / customId)
+CUSTOM_IDS = frozenset(("PUSH", "PUSHB"))
+
+
+def _custom(o) -> str | None:
+    if o.__class__ is not dict:
+        return None
+    c = o.get("jobId")
+    if c is None:
+        c = o.get("customId")
+    return None if c is None else str(c)
+
+
+def custom_ids(sess, name: str, cmd: dict) -> list:
+    """The custom ids command `name` (in CUSTOM_IDS) asks for that this node does not have."""
+    port = sess.port
+    if name == "PUSH":
+        items = (cmd,)
+    else:
+        items = cmd.get("jobs")
+        if items.__class__ is not list:
+            return []
+    out = []
+    for o in items:
+        c = _custom(o)
+        if c is not None and port.find(c) is None:
+            out.append(c)
+    return out
+
+
+def check_ids(sess, uids: list, cmd: dict, handler, name: str, rid) -> None:
+    """Ask the database which of `uids` rows have (shared mode), then run the command with
+    those answered as existing; its reply answers `rid` later (after the commit, as a
+    client's push waits for it)."""
+    def done(taken) -> None:
+        if sess.closed:
+            return
+        if isinstance(taken, Exception):
+            sess.later(rid, err(STORAGE_UNAVAILABLE))
+            return
+        sess.taken_elsewhere = frozenset(taken)
+        sess.rid = rid
+        try:
+            r = sess.call(handler, name, cmd, rid)
+            if r.__class__ is GeneratorType:   # a batch in slices: run them all now
+                try:
+                    while True:
+                        next(r)
+                except StopIteration as stop:
+                    r = stop.value
+        finally:
+            sess.taken_elsewhere = frozenset()
+        if r is not None:
+            sess.deliver(r, sess.need_commit)
+            sess.need_commit = False
+    sess.port.uids_taken_global(uids, done)
 
 
 def forward(sess, uid: str, cmd: dict, handler, rid) -> None:

@@ -78,8 +78,8 @@ def _push_one(sess, queue: str, opts: dict, prefix: str = "", encoded=None):
             return err(prefix + msg)
     if custom is not None:
         custom = str(custom)
-        if e.find(custom) is not None:
-            return custom   # idempotent: the existing job's id
+        if e.find(custom) is not None or custom in sess.taken_elsewhere:
+            return custom   # idempotent: the existing job's id (here or, shared, anywhere)
     key = opts.get("uniqueKey")
     if key is not None:
         held = e.dedup(queue, key)

@@ -29,7 +29,7 @@ from . import handlers_cron  # noqa: F401 (registration: Cron, CronGet, CronDele
 from .bulk import BIG_FRAME
 from .codec import (UNDEFINED, decode_command, decode_steps, frame, nil_req_id, pack, splice_map,
                     unpack_value)
-from .forward import FORWARDED, forward, held_elsewhere
+from .forward import CUSTOM_IDS, FORWARDED, check_ids, custom_ids, forward, held_elsewhere
 from .info import CAPABILITIES, PROTOCOL_VERSIONS, SPEAKS_VERSION, BunqueueInfo
 from .registry import (BULK, HANDLERS, MUTATING, PENDING, STORAGE_UNAVAILABLE, Spliced, command,
                        err, ok_empty)
@@ -130,6 +130,7 @@ class Session:
         self.rid = UNDEFINED
         self.closed = False
         self.may_forward = self.port.shared  # shared mode: other nodes' jobs (forward.py)
+        self.taken_elsewhere: frozenset = frozenset()   # custom ids in the database (forward.py)
         self.bulk = False                   # running the command of a frame over BIG_FRAME
         self._tokens = float(info.rate_limit)
         self._refill = self.port.clock.monotonic_ms()
@@ -183,11 +184,21 @@ class Session:
         if name in MUTATING and self.port.storage_down is not None:
             return encode(err(STORAGE_UNAVAILABLE), rid)   # not run (docs/bunqueue.md)
         self.rid = rid
-        if self.may_forward and name in FORWARDED:
-            uid = held_elsewhere(self, name, cmd)
-            if uid is not None:   # a job another node holds: it runs the command
-                forward(self, uid, cmd, h, rid)
-                return None
+        if self.may_forward:
+            if name in FORWARDED:
+                uid = held_elsewhere(self, name, cmd)
+                if uid is not None:   # a job another node holds: it runs the command
+                    forward(self, uid, cmd, h, rid)
+                    return None
+            elif name in CUSTOM_IDS:
+                uids = custom_ids(self, name, cmd)
+                if uids:   # ids this node does not have: the database may (forward.py)
+                    check_ids(self, uids, cmd, h, name, rid)
+                    return None
+        return self.call(h, name, cmd, rid)
+
+    def call(self, h, name: str, cmd: dict, rid):
+        """Run handler `h` of command `name` (its checks done): as `handle`."""
         try:
             r = h(self, cmd)
         except AccessDenied as e:

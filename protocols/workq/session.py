@@ -83,6 +83,8 @@ class Session:
         self.need_commit = False
         self._waiter = None     # a ResultWaiter while result / run waits
         self._reply = None
+        self._reading = False   # shared mode: an id is being looked up in the database
+        self._closed = False
         info.connections += 1
         self._ops = {
             b"add": self._add, b"schedule": self._schedule, b"run": self._run,
@@ -118,8 +120,8 @@ class Session:
     def cancel_wait(self) -> bytes | None:
         """The client went away during a wait: withdraw it (a run's job is deleted); returns
         -TIMEOUT, or None when the answer is already there (take_reply())."""
-        if self._reply is not None:
-            return None
+        if self._reply is not None or self._reading:
+            return None   # the answer is there, or comes after the database read
         w, self._waiter = self._waiter, None
         if w is not None:
             self.port.cancel_result_wait(w)
@@ -129,6 +131,7 @@ class Session:
 
     def close(self) -> None:
         """Connection ended: withdraw a pending wait (leases stay until their TTR)."""
+        self._closed = True
         self.cancel_wait()
         self.info.connections -= 1
 
@@ -199,13 +202,37 @@ class Session:
         uid = u[0]
         if e.uid_taken(uid):
             return DUPLICATE_JOB
-        e.keep(q)
-        e.put(q, c.payload, R.to_rank(vals.get(b"priority", 0)), max(0, start - now), ttr,
-              "workq", uid, ttl_ms=ttl, expire_ms=max(1, start + ttl - now),
-              max_attempts=vals.get(b"max-attempts", 0), max_fails=vals.get(b"max-fails", 0),
-              sched_ms=sched, event="schedule" if scheduled else "add")
-        self.need_commit = True
-        return R.OK
+
+        def put():
+            e.keep(q)
+            e.put(q, c.payload, R.to_rank(vals.get(b"priority", 0)), max(0, start - now), ttr,
+                  "workq", uid, ttl_ms=ttl, expire_ms=max(1, start + ttl - now),
+                  max_attempts=vals.get(b"max-attempts", 0),
+                  max_fails=vals.get(b"max-fails", 0), sched_ms=sched,
+                  event="schedule" if scheduled else "add")
+            self.need_commit = True
+            return R.OK
+        return self._unless_taken(uid, put) if e.shared else put()
+
+    def _unless_taken(self, uid: str, then):
+        """Shared mode: WAIT while the database is asked whether a row has `uid` (workq ids
+        are unique across nodes: docs/scaling.md); then -CLIENT-ERROR Duplicate job, or the
+        reply of `then()` (WAIT: `then` waits on)."""
+        def got(taken) -> None:
+            self._reading = False
+            if self._closed:
+                return
+            if isinstance(taken, Exception):
+                self._wake(R.STORAGE_UNAVAILABLE)
+            elif taken or self.port.uid_taken(uid):   # or put here meanwhile
+                self._wake(DUPLICATE_JOB)
+            else:
+                r = then()
+                if r is not WAIT:
+                    self._wake(r)
+        self._reading = True
+        self.port.uids_taken_global([uid], got)
+        return WAIT
 
     # --------------------------------------------------------------- commands
     def _add(self, c):
@@ -231,11 +258,14 @@ class Session:
         e = self.port
         if e.uid_taken(uid):
             return DUPLICATE_JOB
-        e.keep(q)
-        self._waiter = e.run(q, c.payload, R.to_rank(vals.get(b"priority", 0)), ttr, wait, uid,
-                             "workq", self._run_done)
-        self.need_commit = True
-        return WAIT
+
+        def run():
+            e.keep(q)
+            self._waiter = e.run(q, c.payload, R.to_rank(vals.get(b"priority", 0)), ttr, wait,
+                                 uid, "workq", self._run_done)
+            self.need_commit = True
+            return WAIT
+        return self._unless_taken(uid, run) if e.shared else run()
 
     def _run_done(self, outcome) -> None:
         if outcome is TIMED_OUT:
