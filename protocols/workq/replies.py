@@ -14,6 +14,7 @@ from __future__ import annotations
 from core.api import BURIED, COMPLETED, DELAYED, RESERVED
 from core.model import derived_uid, uuid_shaped
 
+from .parser import client_error
 from .values import format_time
 
 OK = b"+OK\r\n"
@@ -22,6 +23,25 @@ TIMEOUT = b"-TIMEOUT\r\n"
 #: While storage is unavailable (Port.storage_down): the spec's server error ("An error has
 #: occurred while processing a command"); the command is not run (docs/workq.md).
 STORAGE_UNAVAILABLE = b"-SERVER-ERROR Storage unavailable\r\n"
+
+#: what Session.handle returns when the reply comes later (`take_reply` after `on_wake`)
+WAIT = object()
+#: what Session.handle returns for `quit` / the end of input: close the connection
+QUIT = object()
+
+INVALID_ID = client_error(b"Invalid ID")
+INVALID_NAME = client_error(b"Invalid Name")
+INVALID_TTR = client_error(b"Invalid TTR")
+#: a queue name the connection's principal may not use (docs/operations.md, "TLS and access")
+ACCESS_DENIED = client_error(b"Access denied")
+INVALID_TTL = client_error(b"Invalid TTL")
+INVALID_TIME = client_error(b"Invalid Time")
+INVALID_TIMEOUT = client_error(b"Invalid wait timeout")
+DUPLICATE_JOB = client_error(b"Duplicate job")
+DUPLICATE_RESULT = client_error(b"Duplicate result")
+FLAG_ERRORS = {b"max-attempts": client_error(b"Invalid Max Attempts"),
+                b"max-fails": client_error(b"Invalid Max Fails")}
+INVALID_PRIORITY = client_error(b"Invalid Priority")
 
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1

@@ -19,31 +19,18 @@ from core.api import TIMED_OUT, WAITING, AccessDenied, JobView, Port
 
 from ..sequential import Sequential
 from . import replies as R
-from .parser import ARGS, CLOSE, UNKNOWN, Parser, Reply, client_error
-from .values import (MAX_LIMIT, MAX_TIMEOUT, MAX_TTL, MAX_TTR, parse_id, parse_int, parse_time,
-                     parse_uint, queue_name, valid_name)
-
-WAIT = object()
-QUIT = object()
+from .inspect import Inspect
+from .parser import ARGS, CLOSE, Parser, Reply
+from .replies import (ACCESS_DENIED, DUPLICATE_JOB, DUPLICATE_RESULT, FLAG_ERRORS, INVALID_ID,
+                      INVALID_NAME, INVALID_PRIORITY, INVALID_TIME, INVALID_TIMEOUT,
+                      INVALID_TTL, INVALID_TTR, QUIT, WAIT)
+from .values import (MAX_TIMEOUT, MAX_TTL, MAX_TTR, parse_id, parse_int, parse_time,
+                     parse_uint, queue_name)
 
 #: Commands whose reply waits for a commit: refused while storage is unavailable (a workq
 #: lease is stored, so it is one of them).
 NEEDS_COMMIT = frozenset((b"add", b"schedule", b"run", b"lease", b"complete", b"fail",
                           b"delete"))
-
-INVALID_ID = client_error(b"Invalid ID")
-INVALID_NAME = client_error(b"Invalid Name")
-INVALID_TTR = client_error(b"Invalid TTR")
-#: a queue name the connection's principal may not use (docs/operations.md, "TLS and access")
-ACCESS_DENIED = client_error(b"Access denied")
-INVALID_TTL = client_error(b"Invalid TTL")
-INVALID_TIME = client_error(b"Invalid Time")
-INVALID_TIMEOUT = client_error(b"Invalid wait timeout")
-DUPLICATE_JOB = client_error(b"Duplicate job")
-DUPLICATE_RESULT = client_error(b"Duplicate result")
-_FLAG_ERRORS = {b"max-attempts": client_error(b"Invalid Max Attempts"),
-                b"max-fails": client_error(b"Invalid Max Fails")}
-INVALID_PRIORITY = client_error(b"Invalid Priority")
 
 
 class WorkqInfo:
@@ -66,7 +53,7 @@ def _timeout(b: bytes) -> int | None:
     return t if t is not None and t <= MAX_TIMEOUT else None
 
 
-class Session:
+class Session(Inspect):
     """A workq client connection. `need_commit` is set when a reply must wait for the journal
     commit (the I/O layer waits and clears it). Call `close()` once when the connection ends.
 
@@ -167,7 +154,7 @@ class Session:
             if v is not None:
                 x = parse_int(v, 32) if f == b"priority" else parse_uint(v, 8)
                 if x is None:
-                    return INVALID_PRIORITY if f == b"priority" else _FLAG_ERRORS[f]
+                    return INVALID_PRIORITY if f == b"priority" else FLAG_ERRORS[f]
                 vals[f] = x
         return u, a[1], ttr, ttl, sched, vals
 
@@ -385,85 +372,6 @@ class Session:
             self._wake(R.NOT_FOUND)
         else:
             self._wake(R.result_reply(outcome.uid, outcome))
-
-    def _inspected(self, view) -> None:
-        if view is None or isinstance(view, Exception):
-            self._wake(R.NOT_FOUND)
-        else:
-            self._wake(R.jobs_reply([R.job_entry(view)]))
-
-    # ---------------------------------------------------------------- inspect
-    def _inspect(self, c):
-        a = c.args
-        obj = a[0]
-        n = len(a)
-        if obj == b"server":
-            if n != 1 or c.flags:
-                return ARGS
-            info = self.info
-            return R.server_reply(info.connections, self.port.stats().evicted_jobs,
-                                  info.started_ms)
-        if obj == b"job":
-            if n != 2 or c.flags:
-                return ARGS
-            id = self._lookup(a[1], check_v4=False)
-            if id is R.NOT_FOUND and self.port.shared:   # its row answers (docs/scaling.md)
-                self.port.lookup_remote(parse_id(a[1])[0], self._inspected)
-                return WAIT
-            if id.__class__ is bytes:
-                return id
-            return R.jobs_reply([R.job_entry(self.port.job(id))])
-        if obj == b"queue":
-            if n != 2 or c.flags:
-                return ARGS
-            if not valid_name(a[1]):
-                return INVALID_NAME
-            q = self._visible(a[1].decode())
-            if q is None:
-                return R.NOT_FOUND
-            return b"+OK 1\r\n" + R.queue_entry(q.name, q.ready, q.delayed)
-        if obj == b"queues":
-            if n != 3 or c.flags:
-                return ARGS
-            page = self._page(a[1], a[2])
-            if page.__class__ is bytes:
-                return page
-            qs = sorted((q for q in self.port.queue_views() if q.kept or not q.is_empty()),
-                        key=lambda q: q.name)
-            qs = qs[page[0]:page[0] + page[1]]
-            return b"+OK %d\r\n" % len(qs) + b"".join(
-                R.queue_entry(q.name, q.ready, q.delayed) for q in qs)
-        if obj == b"jobs" or obj == b"scheduled-jobs":
-            if n != 4 or c.flags:
-                return ARGS
-            if not valid_name(a[1]):
-                return INVALID_NAME
-            page = self._page(a[2], a[3])
-            if page.__class__ is bytes:
-                return page
-            q = self._visible(a[1].decode())
-            if q is None:
-                return R.NOT_FOUND
-            e = self.port
-            lister = e.ready_page if obj == b"jobs" else e.delayed_page
-            return R.jobs_reply([R.job_entry(j) for j in lister(q.name, *page)])
-        return UNKNOWN
-
-    def _visible(self, name: str):
-        """The queue `name` as workq sees it: one used through workq (workq keeps such queues)
-        or holding jobs; a tube that exists only because beanstalk clients use or watch it
-        (e.g. "default") is not a workq queue. Returns its QueueView or None."""
-        q = self.port.queue(name)
-        return q if q is not None and (q.kept or not q.is_empty()) else None
-
-    def _page(self, offset: bytes, limit: bytes):
-        o = parse_uint(offset, 32)
-        if o is None:
-            return client_error(b"Invalid cursor offset")
-        n = parse_uint(limit, 16)
-        if n is None or not 1 <= n <= MAX_LIMIT:
-            return client_error(b"Invalid limit")
-        return o, n
 
 
 def connect(info: WorkqInfo, transport) -> Sequential:
