@@ -10,8 +10,8 @@ operation cannot bypass the check):
 - OWNER_QUEUE: `reserve_many(owner, queue, ...)`: the second argument is checked.
 - JOB_ID (first argument) / OWNER_JOB (second, after the owner): a job of a disallowed queue
   is absent: the operation answers as for a job that does not exist (None, False, NOT_ACTIVE).
-- UID: `find(uid)`, `lookup(uid)`: None for a job of a disallowed queue; `forward` carries
-  the principal to the node holding the job, which checks it there.
+- UID: `find(uid)`, `lookup(uid)`: None for a job of a disallowed queue; `forward_to`
+  carries the principal to the node holding the job, which checks it there.
 - LISTING: queue_names / queue_views list allowed queues only; `subscribe` delivers events of
   allowed queues only (`count_events` counts those only, `observe` calls back for those only,
   `failed_counts` lists those only). Webhooks (issue 16): a restricted
@@ -53,7 +53,8 @@ JOB_ID = {"job": None, "peek": None, "check_lease": NOT_ACTIVE, "renew": False,
           "progress_event": False}
 OWNER_JOB = {"reserve_job": None, "release": False, "bury": False, "touch": False,
              "delete": False}
-UID = ("find", "lookup", "wait_result_uid", "lookup_remote", "remove_remote", "forward")
+UID = ("find", "lookup", "wait_result_uid", "lookup_remote", "remove_remote",
+       "forward_to")
 LISTING = ("queue_names", "queue_views", "subscribe", "count_events", "observe",
            "failed_counts", "add_webhook",
            "remove_webhook", "set_webhook_enabled", "webhook", "webhooks", "cron_get",
@@ -66,7 +67,8 @@ PASS = ("clock", "persistence", "restore", "tick", "next_due", "set_wakeup", "se
         "set_storage_state", "storage_state", "webhook_stats", "webhooks_version",
         "set_webhook_allow", "restore_webhooks", "webhook_delivered", "on_webhooks_changed",
         "dialect_records", "dialect_record", "set_dialect_record", "feed_stats", "shared",
-        "share", "stats_global", "end_pauses", "serve_forwarded", "uids_taken_global")
+        "share", "stats_global", "end_pauses", "serve_forwarded", "uids_taken_global",
+        "locate_jobs")
 
 
 class ScopedPort:
@@ -125,9 +127,9 @@ class ScopedPort:
         """Port.wait_result_uid; a job of a disallowed queue is answered as no such job."""
         return self.base.wait_result_uid(uid, timeout_ms, self._filtered(callback))
 
-    def forward(self, uid, dialect, body, callback, principal=None) -> None:
-        """Port.forward as this principal: the node holding the job checks its queue."""
-        self.base.forward(uid, dialect, body, callback, self.principal)
+    def forward_to(self, node, dialect, body, callback, principal=None) -> None:
+        """Port.forward_to as this principal: the node holding the job checks its queue."""
+        self.base.forward_to(node, dialect, body, callback, self.principal)
 
     def lookup_remote(self, uid, callback) -> None:
         """Port.lookup_remote; a job of a disallowed queue is answered as no such job."""

@@ -127,6 +127,8 @@ class Subscription:
     def set_queues(self, queues) -> None:
         """Change the queue filter (None: every queue)."""
         self.queues = None if queues is None else frozenset(queues)
+        if self.all_nodes and self.feed.on_wide is not None:
+            self.feed.on_wide()
 
     def close(self) -> None:
         """Stop receiving events; buffered ones are discarded."""
@@ -189,6 +191,9 @@ class Feed:
         #: subscriptions included: the metrics' jobgate_event_feed_overflows_total)
         self.overflowed = 0
         self.dropped = 0
+        #: called when a subscription with `all_nodes` is made, changes its queues or
+        #: closes (shared mode: core/shared_events.py tells the other nodes); None: nobody
+        self.on_wide = None
         #: True while some sink or subscription consumes events (the engine skips emit() when
         #: nothing does: memory mode without subscribers)
         self.active = False
@@ -204,11 +209,15 @@ class Feed:
         s = Subscription(self, queues, maxlen, notify, all_nodes)
         self.subs = self.subs + (s,)
         self.active = True
+        if all_nodes and self.on_wide is not None:
+            self.on_wide()
         return s
 
     def _unsubscribe(self, s: Subscription) -> None:
         self.subs = tuple(x for x in self.subs if x is not s)
         self.active = bool(self.sinks or self.subs or self.counters)
+        if s.all_nodes and self.on_wide is not None:
+            self.on_wide()
 
     def count(self) -> Counter:
         """A new Counter (see its docstring); events from now on."""

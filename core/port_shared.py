@@ -68,15 +68,22 @@ class SharedOps:
         e.shared.query(delete_uid, (uid, queue, "workq", e.clock.wall_ms(), self._history()),
                        callback)
 
-    def forward(self, uid: str, dialect: str, body: bytes, callback, principal=None) -> None:
-        """Shared mode: run `body`, a command of `dialect` about the job named `uid` that this
-        node does not hold, on the node that holds it (a lock presented on another node than
-        the one that gave it: core/shared_calls.py). `callback(reply)` later, once: the reply
-        bytes that node's dialect made, or None (no node holds the job, no answer within
-        shared_calls.CALL_MS, or the database failed: answer as for a job that does not
-        exist). `principal` (core.access.Principal, None: every queue): whose command it is;
-        the holding node checks it. Raises AttributeError in single-node mode."""
-        self._engine.shared.calls.forward(uid, dialect, body, principal, callback)
+    def locate_jobs(self, uids: list, callback) -> None:
+        """Shared mode: `callback({uid: node number})` later, for those of `uids` (jobs this
+        node does not hold) that another node holds (core/shared_calls.py), or an Exception
+        when the database failed. Raises AttributeError in single-node mode."""
+        self._engine.shared.calls.locate(uids, callback)
+
+    def forward_to(self, node: int, dialect: str, body: bytes, callback,
+                   principal=None) -> None:
+        """Shared mode: run `body`, a command of `dialect` about jobs node `node` holds
+        (locate_jobs), on that node: a lock presented on another node than the one that gave
+        it (core/shared_calls.py). `callback(reply)` later, once: the reply bytes that node's
+        dialect made, or None (no answer within shared_calls.CALL_MS, or the database failed:
+        answer as for a job this node does not have). `principal` (core.access.Principal,
+        None: every queue): whose command it is; the holding node checks it. Raises
+        AttributeError in single-node mode."""
+        self._engine.shared.calls.send(node, dialect, body, principal, callback)
 
     def serve_forwarded(self, dialect: str, fn) -> None:
         """Shared mode: run the commands of `dialect` other nodes forward here with

@@ -8,7 +8,8 @@ may spread over several nodes, so the `ACK` of a job pulled through node A can a
 B. Node B then forwards the command to A, which runs it as if its own client had sent it and
 answers through B:
 
-1. B reads which node holds the job (`jobs.node` of the row with that uid);
+1. B reads which node holds the job (`jobs.node` of the row with that uid; for a batch, of
+   each job's row);
 2. B sends the command on channel `jobgate_calls`: MessagePack ("q", request number, dialect,
    principal, command bytes), cut by core.shared_events.cut into payloads whose head is
    `<to>:<from>:<batch>`, so that a listener keeps only those addressed to it;
@@ -26,6 +27,8 @@ listener's payloads to `received`). Units: ms.
 """
 from __future__ import annotations
 
+import secrets
+
 import msgpack
 
 from .shared_events import Joiner, cut, publish
@@ -39,13 +42,13 @@ CALL_MS = 5000
 _pack = msgpack.Packer(use_bin_type=True).pack
 
 
-def holder(conn, uid: str) -> str | None:
-    """The name of the node holding the job whose uid is `uid` (`jobs.node`), None when no
-    node holds it or there is no such row."""
+def holders(conn, uids: list) -> dict:
+    """{uid: name of the node holding it} for those of `uids` whose row a node holds
+    (`jobs.node`), through `jobs_uid`."""
     def go(cur):
-        cur.execute("SELECT node FROM jobs WHERE uid = %s", (uid,))
-        r = cur.fetchone()
-        return None if r is None else r[0]
+        cur.execute("SELECT uid, node FROM jobs WHERE uid = ANY(%s) AND node IS NOT NULL",
+                    (list(uids),))
+        return dict(cur.fetchall())
     return _run(conn, go)
 
 
@@ -67,31 +70,40 @@ class Calls:
         self.number = 0
         self.handlers: dict = {}
         self.pending: dict = {}   # request number -> (callback, deadline monotonic ms)
-        self.req = 0
+        # request numbers start at a random point: a late reply meant for an earlier
+        # process with this node number never matches a request of this one
+        self.req = secrets.randbits(40)
         self.batch = 0
         self.joiner = Joiner()
         self.forwarded = self.served = self.unanswered = 0
 
     # ------------------------------------------------------------------ asking
-    def forward(self, uid: str, dialect: str, body: bytes, principal, callback) -> None:
-        """Run `body` (a command of `dialect` about job `uid`, which this node does not hold)
-        on the node holding the job; `callback(reply bytes | None)` once (None: no node
-        holds it, no answer within CALL_MS, or the database failed). `principal`: a
-        core.access.Principal or None (every queue)."""
+    def locate(self, uids: list, callback) -> None:
+        """`callback({uid: node number})` for those of `uids` (jobs this node does not hold)
+        that another node holds; an Exception when the database failed."""
+        def got(found) -> None:
+            if isinstance(found, Exception):
+                callback(found)
+                return
+            out = {}
+            for uid, name in found.items():
+                n = node_number(name)
+                if n is not None and n != self.number:
+                    out[uid] = n
+            callback(out)
+        self.node.query(holders, (uids,), got)
+
+    def send(self, to: int, dialect: str, body: bytes, principal, callback) -> None:
+        """Run `body` (a command of `dialect`) on node `to`; `callback(reply bytes | None)`
+        once (None: that node does not answer within CALL_MS, does not serve `dialect`, or
+        the database failed). `principal`: a core.access.Principal or None (every queue)."""
         p = None if principal is None else (principal.name, principal.kind,
                                             list(principal.patterns))
-
-        def got(name) -> None:
-            to = None if name is None or isinstance(name, Exception) else node_number(name)
-            if to is None or to == self.number:
-                callback(None)
-                return
-            self.req += 1
-            deadline = self.node.e.clock.monotonic_ms() + CALL_MS
-            self.pending[self.req] = (callback, deadline)
-            self.forwarded += 1
-            self._send(to, ("q", self.req, dialect, p, body))
-        self.node.query(holder, (uid,), got)
+        self.req += 1
+        deadline = self.node.e.clock.monotonic_ms() + CALL_MS
+        self.pending[self.req] = (callback, deadline)
+        self.forwarded += 1
+        self._send(to, ("q", self.req, dialect, p, body))
 
     def expire(self) -> None:
         """Answer None to the requests past their deadline (the gateway's timer)."""

@@ -50,20 +50,23 @@ ANNOUNCE_MS = 10_000
 #: ms after which a node's announcement is forgotten (3 missed announcements: it is gone)
 FORGET_MS = 30_000
 #: a relayed `complete` event's result larger than this (bytes) is left out
-MAX_RESULT = 65_536
+MAX_RESULT = 16_384
 #: the relay subscription's buffer (events; the oldest are dropped when full)
-RELAY_MAXLEN = 100_000
+RELAY_MAXLEN = 10_000
+#: the most events in one relayed batch (the next batch follows once it is sent)
+BATCH_EVENTS = 500
 
 _pack = msgpack.Packer(use_bin_type=True).pack
 
 
 def publish(conn, channel: str, payloads: list) -> int:
     """On the claim thread's DB-API connection: NOTIFY `channel` with each of `payloads`, in
-    order, in one transaction (so that a listener gets them together). Returns how many."""
+    order, in one statement and one transaction (so that a listener gets them together).
+    Returns how many."""
     cur = conn.cursor()
     try:
-        for p in payloads:
-            cur.execute("SELECT pg_notify(%s, %s)", (channel, p))
+        cur.execute("SELECT count(pg_notify(%s, p)) FROM (SELECT p FROM unnest(%s::text[]) "
+                    "WITH ORDINALITY AS t(p, i) ORDER BY i) o", (channel, list(payloads)))
         cur.close()
         conn.commit()
     except BaseException:
@@ -156,6 +159,8 @@ class EventRelay:
         self.node = node
         self.number = 0
         self.flush_soon = None
+        self.announce_soon = None
+        node.e.feed.on_wide = self._wants_changed
         self.wants: dict = {}        # other node number -> (frozenset | None, heard at ms)
         self.sub = None              # the relay subscription while other nodes want events
         self.batch = 0
@@ -278,6 +283,12 @@ class EventRelay:
         else:
             self.sub.set_queues(queues)
 
+    def _wants_changed(self) -> None:
+        """A subscription here that wants every node's events came, changed or went: tell
+        the other nodes soon (the gateway runs `tick`), not at the next timer tick."""
+        if self.announce_soon is not None:
+            self.announce_soon()
+
     # ------------------------------------------------------------------ outgoing
     def _ready(self) -> None:
         if self.flush_soon is not None:
@@ -290,14 +301,18 @@ class EventRelay:
         sub = self.sub
         if sub is None or self.inflight:
             return 0
-        events = sub.take()
+        events = sub.take(BATCH_EVENTS)
         if not events:
             return 0
         self.batch += 1
+        try:
+            payloads = encode(self.number, self.batch, events)
+        except Exception:   # an event that cannot be encoded: that batch is lost, not the relay
+            self.unsent += 1
+            return 0
         self.relayed += len(events)
         self.inflight = True
-        self.node.query_settled(publish, (EVENTS_CHANNEL, encode(self.number, self.batch,
-                                                                  events)), self._events_sent)
+        self.node.query_settled(publish, (EVENTS_CHANNEL, payloads), self._events_sent)
         return len(events)
 
     # ------------------------------------------------------------------ incoming

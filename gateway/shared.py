@@ -71,6 +71,7 @@ class SharedLink:
         self.relay = self.node.events     # events across nodes (core/shared_events.py)
         self.relay.number = store.number
         self.relay.flush_soon = self._flush_soon
+        self.relay.announce_soon = self._announce_soon
         self.calls = self.node.calls      # commands forwarded to a job's node (shared_calls)
         self.calls.number = store.number
         self._flushing = False
@@ -137,6 +138,15 @@ class SharedLink:
         self._flushing = False
         self.relay.flush()
 
+    def _announce_soon(self) -> None:
+        """What this node's subscribers want changed (inside an engine operation): tell the
+        other nodes once this loop iteration is over, not at the next tick."""
+        if self.loop is not None:
+            self.loop.call_soon(self._announce)
+
+    def _announce(self) -> None:
+        self.relay.tick(self.clock.wall_ms())
+
     def _subs_heard(self, payload: str) -> None:
         self.relay.heard_subs(payload, self.clock.wall_ms())
 
@@ -163,10 +173,13 @@ class SharedLink:
             while True:
                 await anyio.sleep(PROMOTE_MS / 1000)
                 now = time.monotonic() * 1000
-                if self.node.results.heap:
-                    self.node.results.expire()
-                self.relay.tick(self.clock.wall_ms())
-                self.calls.expire()
+                try:   # callbacks into sessions: a bug there must not end the node's timers
+                    if self.node.results.heap:
+                        self.node.results.expire()
+                    self.relay.tick(self.clock.wall_ms())
+                    self.calls.expire()
+                except Exception:
+                    log.exception("shared-mode timer callback failed")
                 if now - last_poll >= self.poll_ms:
                     last_poll = now
                     if not self.pending and self.node.demand():

@@ -11,6 +11,8 @@ Needs JOBGATE_TEST_PG_URL (skipped with a clear reason without it).
 """
 from __future__ import annotations
 
+import uuid
+
 from .bunqueue_support import BQ, OK
 from .shared_support import rows
 
@@ -91,3 +93,77 @@ def test_job_counts_span_every_node(nodes):
         assert c.call("GetJobCounts", queue=q) == {"ok": True, "counts": want}
         assert c.call("Count", queue=q)["count"] == 5
     assert qb.call("GetJobCounts", queue="nothing-here")["counts"] == dict.fromkeys(want, 0)
+
+
+def test_heartbeat_batch_of_a_pool_spread_over_two_nodes(nodes):
+    """A Worker whose pool reaches nodes a and b pulls one job through each, then sends its
+    JobHeartbeatB of every active job (as the bunqueue Worker does) over one connection: both
+    locks must be renewed (count 2), whichever node gets the batch."""
+    a, b, c = nodes(3)
+    qa, qb, qc = BQ(a.bunqueue_port), BQ(b.bunqueue_port), BQ(c.bunqueue_port)
+    j1 = qa.push("hbmix", {"n": 1})
+    j2 = qa.push("hbmix", {"n": 2})
+    r1 = qa.pull("hbmix", owner="w", lockTtl=60_000)
+    r2 = qb.pull("hbmix", owner="w", lockTtl=60_000, timeout=2000)
+    got = {r1["job"]["id"]: r1["token"], r2["job"]["id"]: r2["token"]}
+    assert set(got) == {j1, j2}
+    ids = [r1["job"]["id"], r2["job"]["id"]]
+    toks = [got[i] for i in ids]
+    # to b, which holds one of them: both renewed (the other through a)
+    assert qb.call("JobHeartbeatB", ids=ids, tokens=toks)["data"]["count"] == 2
+    # to c, which holds neither: each goes to its holder
+    assert qc.call("JobHeartbeatB", ids=ids, tokens=toks)["data"]["count"] == 2
+
+
+def test_field_error_of_a_command_about_an_unknown_job_is_answered(nodes):
+    """ExtendLocks without `tokens` is a field error on a single server (docs/bunqueue.md);
+    in shared mode, for a job no node holds, the command is looked up, then run here from
+    the forward callback: the field error is answered (review finding)."""
+    (a,) = nodes(1)
+    q = BQ(a.bunqueue_port, timeout=8.0)
+    r = q.call("ExtendLocks", ids=[str(uuid.uuid4())])
+    assert r["ok"] is False and "ExtendLocks" in r["error"], r
+
+
+def test_malformed_command_for_a_silent_holder_does_not_stop_the_node(nodes):
+    """A job held by node a, which dies (kill -9: its row still names it until its lease
+    ends). A client of node b sends ExtendLocks without `tokens` for that job: b forwards it,
+    gets no reply, and after CALL_MS (5 s) runs the handler itself from Calls.expire(), on
+    the shared link's timer task: b answers the field error and keeps serving (an exception
+    there once ended the node: review finding)."""
+    a, b = nodes(2)
+    qa = BQ(a.bunqueue_port)
+    jid = qa.push("silent", {"n": 1})
+    assert qa.pull("silent", owner="w", lockTtl=120_000)["job"]["id"] == jid
+    a.proc.kill()
+    a.proc.wait()
+    qb = BQ(b.bunqueue_port, timeout=10.0)
+    try:
+        r = qb.call("ExtendLocks", ids=[jid])
+    except (TimeoutError, EOFError, OSError) as e:
+        r = e
+    try:
+        b.proc.wait(timeout=3)
+    except Exception:  # still running: the expected outcome
+        pass
+    alive = b.proc.poll() is None
+    assert alive, f"node b exited ({b.proc.returncode}); reply {r!r}"
+    assert isinstance(r, dict) and r["ok"] is False, r
+    assert BQ(b.bunqueue_port).call("Ping")["ok"] is True
+
+
+def test_ackb_and_extend_locks_split_over_nodes(nodes):
+    """ACKB and ExtendLocks naming jobs of two nodes, sent to a third: each part runs where
+    its lock is; ACKB answers ok when every part did, the counts add up."""
+    a, b, c = nodes(3)
+    qa, qb, qc = BQ(a.bunqueue_port), BQ(b.bunqueue_port), BQ(c.bunqueue_port)
+    for i in range(2):
+        qa.push("split", {"n": i})
+    r1 = qa.pull("split", owner="w", lockTtl=60_000)
+    r2 = qb.pull("split", owner="w", lockTtl=60_000, timeout=2000)
+    ids = [r1["job"]["id"], r2["job"]["id"]]
+    toks = [r1["token"], r2["token"]]
+    assert qc.call("ExtendLocks", ids=ids, tokens=toks, durations=[90_000, 90_000]) == \
+        {"ok": True, "count": 2}
+    assert qc.call("ACKB", ids=ids, tokens=toks) == OK
+    assert [qa.state(i) for i in ids] == ["completed", "completed"]

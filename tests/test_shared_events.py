@@ -112,7 +112,7 @@ def test_large_results_cross_in_parts_and_huge_ones_without_data(nodes):
     sub.ok("SubscribeEvents", queues=[q, "bigwarm"])
     qa = BQ(a.bunqueue_port)
     _warm(sub, qa, "bigwarm")
-    big = "r" * (3 * CHUNK)           # about 4 notifications once in base64
+    big = "r" * (MAX_RESULT - 100)    # 3 notifications or more once in base64
     huge = "h" * (MAX_RESULT + 10)
     ids = []
     for result in (big, huge):

@@ -20,33 +20,166 @@ from __future__ import annotations
 
 import msgpack
 
-from types import GeneratorType
-
 from .codec import _keep_ext, decode_command, pack
-from .registry import STORAGE_UNAVAILABLE, err
+from .registry import HANDLERS, MUTATING, STORAGE_UNAVAILABLE, err
 
-#: commands about a job held by the node that reserved it -> the field naming the job(s)
+#: commands about a job held by the node that reserved it -> the field naming the job
 FORWARDED = {"ACK": "id", "FAIL": "id", "JobHeartbeat": "id", "ExtendLock": "id",
              "Progress": "id", "ACKB": "ids", "JobHeartbeatB": "ids", "ExtendLocks": "ids"}
+#: the batch commands' fields that go with `ids`, entry for entry
+_PARALLEL = {"ACKB": ("tokens", "results"), "JobHeartbeatB": ("tokens",),
+             "ExtendLocks": ("tokens", "durations")}
 
 #: the reqId a forwarded command runs with on the holding node (replaced by the client's)
 _FORWARDED_RID = "forwarded"
 
 
-def held_elsewhere(sess, name: str, cmd: dict) -> str | None:
-    """The uid to look up when command `name` (in FORWARDED) names jobs this node does not
-    hold, in shared mode; None when it runs here."""
+def held_elsewhere(sess, name: str, cmd: dict) -> list:
+    """The uids command `name` (in FORWARDED) names that this node does not hold (shared
+    mode): [] when it runs here only."""
     port = sess.port
     if FORWARDED[name] == "id":
         id = cmd.get("id")
-        return id if id.__class__ is str and port.find(id) is None else None
+        return [id] if id.__class__ is str and port.find(id) is None else []
     ids = cmd.get("ids")
-    if ids.__class__ is not list or not ids:
+    if ids.__class__ is not list:
+        return []
+    return [id for id in ids if id.__class__ is str and port.find(id) is None]
+
+
+def _here(sess, handler, name: str, cmd: dict, rid) -> None:
+    """Answer `cmd` from this node: as a single server does for jobs it does not have."""
+    sess.may_forward = False
+    try:
+        sess.answer_later(handler, name, cmd, rid)
+    finally:
+        sess.may_forward = True
+
+
+def _unpacked(reply):
+    """A forwarded reply (bytes) as a reply dict without reqId, or None."""
+    if reply is None:
         return None
-    for id in ids:
-        if id.__class__ is not str or port.find(id) is not None:
+    try:
+        r = msgpack.unpackb(reply, ext_hook=_keep_ext, raw=False, strict_map_key=False)
+    except (ValueError, msgpack.UnpackException):
+        return None
+    if r.__class__ is not dict:
+        return None
+    r.pop("reqId", None)
+    return r
+
+
+def _slice(cmd: dict, name: str, idx: list) -> dict | None:
+    """`cmd` (a batch command) for the entries `idx` of its ids only (missing entries of the
+    fields that go with `ids` stay missing); None when such a field is not a list, or ACKB's
+    is not as long as `ids` (the whole command then runs here, for its error)."""
+    ids = cmd["ids"]
+    out = {k: v for k, v in cmd.items() if k != "reqId"}
+    out["ids"] = [ids[i] for i in idx]
+    for f in _PARALLEL[name]:
+        v = cmd.get(f)
+        if v is None:
+            continue
+        if v.__class__ is not list or (name == "ACKB" and len(v) != len(ids)):
             return None
-    return ids[0]
+        out[f] = [v[i] if i < len(v) else None for i in idx]
+    return out
+
+
+def _combined(name: str, replies: list) -> dict:
+    """One reply from the parts' replies of a batch command split over nodes: counts added
+    up (JobHeartbeatB, ExtendLocks); ACKB ok when every part is, else the first error (the
+    parts that were ACKed stay ACKed: docs/scaling.md)."""
+    for r in replies:
+        if r.get("ok") is not True:
+            return r
+    if name == "ACKB":
+        return replies[0]
+    n = 0
+    for r in replies:
+        c = r.get("data", r).get("count") if name == "JobHeartbeatB" else r.get("count")
+        n += c if c.__class__ is int else 0
+    if name == "JobHeartbeatB":
+        return {"ok": True, "data": {"ok": True, "count": n}}
+    return {"ok": True, "count": n}
+
+
+def forward(sess, name: str, cmd: dict, handler, rid, uids: list) -> None:
+    """Run `cmd` on the nodes holding the jobs `uids` names (a batch: each node its own
+    entries, this node the rest); the reply answers `rid` here later. What no node holds is
+    answered here (`handler`), as a single server answers for jobs it does not have."""
+    port = sess.port
+
+    def located(where) -> None:
+        if sess.closed:
+            return
+        if isinstance(where, Exception) or not where:
+            _here(sess, handler, name, cmd, rid)
+            return
+        if FORWARDED[name] == "id":
+            body = pack({k: v for k, v in cmd.items() if k != "reqId"})
+
+            def done(reply) -> None:
+                r = _unpacked(reply)
+                if sess.closed:
+                    return
+                if r is None:
+                    _here(sess, handler, name, cmd, rid)
+                else:
+                    sess.later(rid, r)
+            port.forward_to(where[uids[0]], "bunqueue", body, done)
+            return
+        _split(sess, name, cmd, handler, rid, where)
+    port.locate_jobs(uids, located)
+
+
+def _split(sess, name: str, cmd: dict, handler, rid, where: dict) -> None:
+    """A batch command whose jobs are on several nodes: one part per node (see forward)."""
+    groups: dict = {}
+    here = []
+    for i, id in enumerate(cmd["ids"]):
+        n = where.get(id) if id.__class__ is str else None
+        if n is None:
+            here.append(i)
+        else:
+            groups.setdefault(n, []).append(i)
+    parts = {n: _slice(cmd, name, idx) for n, idx in groups.items()}
+    local = _slice(cmd, name, here) if here else None
+    if any(p is None for p in parts.values()) or (here and local is None):
+        _here(sess, handler, name, cmd, rid)   # a malformed batch: its field error
+        return
+    replies: list = []
+    waiting = [len(parts)]
+
+    def finish() -> None:
+        if local is not None:
+            sess.may_forward = False
+            try:
+                r = sess.reply_of(handler, name, local)
+            finally:
+                sess.may_forward = True
+            replies.insert(0, r if r.__class__ is dict else {"ok": True})
+        if not sess.closed:
+            sess.later(rid, _combined(name, replies), name == "ACKB")
+
+    def part_done(sub: dict):
+        def done(reply) -> None:
+            r = _unpacked(reply)
+            if r is None:   # no answer from its node: answered here (not found there)
+                sess.may_forward = False
+                try:
+                    r = sess.reply_of(handler, name, sub)
+                finally:
+                    sess.may_forward = True
+                r = r if r.__class__ is dict else {"ok": True}
+            replies.append(r)
+            waiting[0] -= 1
+            if waiting[0] == 0:
+                finish()
+        return done
+    for n, sub in parts.items():
+        sess.port.forward_to(n, "bunqueue", pack(sub), part_done(sub))
 
 
 #: commands that create jobs with the client's ids (jobId / customId)
@@ -90,79 +223,36 @@ def check_ids(sess, uids: list, cmd: dict, handler, name: str, rid) -> None:
             sess.later(rid, err(STORAGE_UNAVAILABLE))
             return
         sess.taken_elsewhere = frozenset(taken)
-        sess.rid = rid
         try:
-            r = sess.call(handler, name, cmd, rid)
-            if r.__class__ is GeneratorType:   # a batch in slices: run them all now
-                try:
-                    while True:
-                        next(r)
-                except StopIteration as stop:
-                    r = stop.value
+            sess.answer_later(handler, name, cmd, rid)
         finally:
             sess.taken_elsewhere = frozenset()
-        if r is not None:
-            sess.deliver(r, sess.need_commit)
-            sess.need_commit = False
     sess.port.uids_taken_global(uids, done)
-
-
-def forward(sess, uid: str, cmd: dict, handler, rid) -> None:
-    """Run `cmd` on the node holding job `uid`; its reply answers `rid` here later. When no
-    node holds the job, `handler` runs here (its answer for a job that does not exist)."""
-    body = pack({k: v for k, v in cmd.items() if k != "reqId"})
-
-    def done(reply) -> None:
-        if sess.closed:
-            return
-        if reply is not None:
-            try:
-                r = msgpack.unpackb(reply, ext_hook=_keep_ext, raw=False,
-                                    strict_map_key=False)
-            except (ValueError, msgpack.UnpackException):
-                r = None
-            if r.__class__ is dict:
-                r.pop("reqId", None)
-                sess.later(rid, r)
-                return
-        sess.may_forward = False   # the local answer: no node has the job
-        sess.rid = rid
-        try:
-            r = handler(sess, cmd)
-        finally:
-            sess.may_forward = True
-        sess.later(rid, r)
-    sess.port.forward(uid, "bunqueue", body, done)
 
 
 def server(info):
     """The handler of bunqueue commands other nodes forward here (Port.serve_forwarded):
     each runs in a session of its own (`info`: the dialect's BunqueueInfo) with the client's
-    principal, never forwarded again; its reply goes back with `need_commit` as a client's
-    would."""
+    principal, never forwarded again, counted once (on the node the client sent it to); its
+    reply goes back with `need_commit` as a client's would. While storage is unavailable a
+    mutating command is answered `Storage unavailable` without running, as a client's."""
     from .session import Session
 
     def run(body: bytes, principal, reply) -> None:
         cmd = decode_command(body)
-        if cmd.__class__ is not dict or cmd.get("cmd") not in FORWARDED:
+        name = cmd.get("cmd") if cmd.__class__ is dict else None
+        if name not in FORWARDED:
             reply(None, False)
             return
-        cmd["reqId"] = _FORWARDED_RID
-        answered = []
-
-        def deliver(data: bytes, need_commit: bool) -> None:
-            answered.append(True)
-            reply(data[4:], need_commit)
-        s = Session(info, deliver, principal=principal)
+        if name in MUTATING and info.port.storage_down is not None:
+            reply(pack(err(STORAGE_UNAVAILABLE)), False)
+            return
+        s = Session(info, lambda data, need_commit: reply(data[4:], need_commit),
+                    principal=principal)
         s.authed = True          # the client was admitted where it is connected
         s.may_forward = False
         try:
-            r = s.run(cmd)
-            if r is not None and r.__class__ is bytes:
-                answered.append(True)
-                reply(r[4:], s.need_commit)
+            s.answer_later(HANDLERS[name], name, cmd, _FORWARDED_RID)
         finally:
             s.close()
-        if not answered:
-            reply(None, False)
     return run

@@ -186,9 +186,9 @@ class Session:
         self.rid = rid
         if self.may_forward:
             if name in FORWARDED:
-                uid = held_elsewhere(self, name, cmd)
-                if uid is not None:   # a job another node holds: it runs the command
-                    forward(self, uid, cmd, h, rid)
+                uids = held_elsewhere(self, name, cmd)
+                if uids:   # jobs this node does not hold: their nodes run the command
+                    forward(self, name, cmd, h, rid, uids)
                     return None
             elif name in CUSTOM_IDS:
                 uids = custom_ids(self, name, cmd)
@@ -197,14 +197,20 @@ class Session:
                     return None
         return self.call(h, name, cmd, rid)
 
+    def reply_of(self, h, name: str, cmd: dict):
+        """Handler `h`'s reply to command `name`: a dict, a Spliced, PENDING or a steps
+        generator; a queue the principal may not use or a field of a wrong type is an error
+        reply (never an exception)."""
+        try:
+            return h(self, cmd)
+        except AccessDenied as e:
+            return err(f"Access denied: queue {e.queue}")
+        except _FIELD_ERRORS as e:
+            return _field_error(name, e)
+
     def call(self, h, name: str, cmd: dict, rid):
         """Run handler `h` of command `name` (its checks done): as `handle`."""
-        try:
-            r = h(self, cmd)
-        except AccessDenied as e:
-            r = err(f"Access denied: queue {e.queue}")
-        except _FIELD_ERRORS as e:
-            r = _field_error(name, e)
+        r = self.reply_of(h, name, cmd)
         if r is PENDING:
             return None
         if r.__class__ is GeneratorType:
@@ -212,6 +218,22 @@ class Session:
         if name in MUTATING:
             self.need_commit = True
         return encode(r, rid)
+
+    def answer_later(self, h, name: str, cmd: dict, rid) -> None:
+        """Run handler `h` of command `name` now and send its reply for `rid`: a command whose
+        checks ran when it arrived and whose answer waited (forward.py). Its slices run at
+        once; the reply of a mutating command goes after the commit."""
+        self.rid = rid
+        r = self.call(h, name, cmd, rid)
+        if r.__class__ is GeneratorType:
+            try:
+                while True:
+                    next(r)
+            except StopIteration as stop:
+                r = stop.value
+        if r is not None and not self.closed:
+            self.deliver(r, self.need_commit)
+        self.need_commit = False
 
     def _steps(self, gen, name: str, rid):
         """Drive a steps handler: its slices, then its framed reply."""
