@@ -68,16 +68,19 @@ class SharedOps:
         e.shared.query(delete_uid, (uid, queue, "workq", e.clock.wall_ms(), self._history()),
                        callback)
 
-    def locate_jobs(self, uids: list, callback) -> None:
-        """Shared mode: `callback({uid: node number})` later, for those of `uids` (jobs this
-        node does not hold) that another node holds (core/shared_calls.py), or an Exception
-        when the database failed. Raises AttributeError in single-node mode."""
-        self._engine.shared.calls.locate(uids, callback)
+    def reach_jobs(self, uids: list, callback) -> None:
+        """Shared mode, before a command about jobs this node does not hold: the jobs of
+        `uids` that no node holds are brought into this engine in their state (given back at
+        the next commit), so the command then runs here as on a single server;
+        `callback({uid: node number})` later names the nodes holding the others (forward_to),
+        or gets an Exception (the database failed). core/shared_calls.py. Raises
+        AttributeError in single-node mode."""
+        self._engine.shared.calls.reach(uids, callback)
 
     def forward_to(self, node: int, dialect: str, body: bytes, callback,
                    principal=None) -> None:
         """Shared mode: run `body`, a command of `dialect` about jobs node `node` holds
-        (locate_jobs), on that node: a lock presented on another node than the one that gave
+        (reach_jobs), on that node: a lock presented on another node than the one that gave
         it (core/shared_calls.py). `callback(reply)` later, once: the reply bytes that node's
         dialect made, or None (no answer within shared_calls.CALL_MS, or the database failed:
         answer as for a job this node does not have). `principal` (core.access.Principal,

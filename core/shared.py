@@ -22,7 +22,7 @@ Units: ms. Nothing here does I/O (the gateway's gateway/shared.py runs the state
 """
 from __future__ import annotations
 
-from .model import RESERVED, TIMED_OUT
+from .model import BURIED, COMPLETED, DELAYED, RESERVED, TIMED_OUT
 from .paging import compact_ids
 from .recovery import adopt, job_of_row
 from .shared_calls import Calls
@@ -259,6 +259,37 @@ class SharedNode:
             if not w.done:
                 e._finish_waiter(w)
                 w.callback(TIMED_OUT)
+
+    def adopt_rows(self, rows: list) -> None:
+        """Index rows that no node held, taken for this node (core/shared_calls.py `reach`),
+        in the state each has: ready, delayed (its timer armed), buried, or finished. They
+        are this node's until its next commit gives back what nobody here reserved (spill),
+        so a command about one of them runs here as on a single server. A row whose id is
+        here already is skipped."""
+        e = self.e
+        now_mono = e.clock.monotonic_ms()
+        now_wall = e.clock.wall_ms()
+        for r in rows:
+            if r["id"] in e.jobs:
+                continue
+            job = job_of_row(e, r)
+            adopt(e, job, r, now_mono, now_wall)
+            q = e.queue(job.queue)
+            job.hver = self._hver
+            self._hver += 1 << 16
+            st = r["state"]
+            if st == DELAYED and r["ready_at_ms"] is not None:
+                e._to_delayed(job, q, now_mono + (r["ready_at_ms"] - now_wall))
+            elif st == BURIED:
+                e._to_buried(job, q)
+            elif st == COMPLETED:
+                job.state = COMPLETED
+                q.n_done += 1
+                q.done[job.id] = job
+            else:
+                e._to_ready(job, q)
+            self.fresh.append(job)
+            e.journal.mark(job)   # a commit soon gives it back unless reserved here
 
     def load(self, rows: list) -> int:
         """Index claimed rows (dicts of jobs columns, reserved for this node in the database)

@@ -9,7 +9,8 @@ B. Node B then forwards the command to A, which runs it as if its own client had
 answers through B:
 
 1. B reads which node holds the job (`jobs.node` of the row with that uid; for a batch, of
-   each job's row);
+   each job's row); a job that no node holds is taken into B's engine instead (`reach`), and
+   B runs the command itself, as a single server would;
 2. B sends the command on channel `jobgate_calls`: MessagePack ("q", request number, dialect,
    principal, command bytes), cut by core.shared_events.cut into payloads whose head is
    `<to>:<from>:<batch>`, so that a listener keeps only those addressed to it;
@@ -32,7 +33,7 @@ import secrets
 import msgpack
 
 from .shared_events import Joiner, cut, publish
-from .shared_reads import _run
+from .shared_reads import _COLS, _run
 
 #: the channel of forwarded commands and their replies
 CALLS_CHANNEL = "jobgate_calls"
@@ -42,14 +43,23 @@ CALL_MS = 5000
 _pack = msgpack.Packer(use_bin_type=True).pack
 
 
-def holders(conn, uids: list) -> dict:
-    """{uid: name of the node holding it} for those of `uids` whose row a node holds
-    (`jobs.node`), through `jobs_uid`."""
+def reach(conn, node: str, uids: list) -> tuple:
+    """For the jobs named `uids` that node `node` does not hold: take the rows no node holds
+    (ready, delayed, buried or finished) for `node` (`jobs.node` set, so no other node claims
+    them until `node` gives them back at its next commit), and read which node holds the
+    others. Returns (rows taken as dicts of the jobs columns, {uid: name of the node holding
+    it}); one transaction, through `jobs_uid`."""
     def go(cur):
-        cur.execute("SELECT uid, node FROM jobs WHERE uid = ANY(%s) AND node IS NOT NULL",
-                    (list(uids),))
-        return dict(cur.fetchall())
+        cur.execute(_TAKE, (node, list(uids)))
+        taken = [dict(zip(_COLS, r)) for r in cur.fetchall()]
+        cur.execute("SELECT uid, node FROM jobs WHERE uid = ANY(%s) AND node IS NOT NULL "
+                    "AND node <> %s", (list(uids), node))
+        return taken, dict(cur.fetchall())
     return _run(conn, go)
+
+
+_TAKE = ("UPDATE jobs SET node = %s WHERE uid = ANY(%s) AND node IS NULL AND state IN "
+         "('ready', 'delayed', 'buried', 'completed') RETURNING " + ", ".join(_COLS))
 
 
 def node_number(name: str) -> int | None:
@@ -78,20 +88,26 @@ class Calls:
         self.forwarded = self.served = self.unanswered = 0
 
     # ------------------------------------------------------------------ asking
-    def locate(self, uids: list, callback) -> None:
-        """`callback({uid: node number})` for those of `uids` (jobs this node does not hold)
-        that another node holds; an Exception when the database failed."""
+    def reach(self, uids: list, callback) -> None:
+        """Make the jobs named `uids` (which this node does not hold) reachable here: those no
+        node holds are taken from the database into this engine, in their state (given back
+        at the next commit: core.shared.SharedNode.adopt_rows); `callback({uid: node number})`
+        then names the nodes holding the others, or gets an Exception (the database failed).
+        """
         def got(found) -> None:
             if isinstance(found, Exception):
                 callback(found)
                 return
+            rows, held = found
+            if rows:
+                self.node.adopt_rows(rows)
             out = {}
-            for uid, name in found.items():
+            for uid, name in held.items():
                 n = node_number(name)
                 if n is not None and n != self.number:
                     out[uid] = n
             callback(out)
-        self.node.query(holders, (uids,), got)
+        self.node.query(reach, (self.node.node, uids), got)
 
     def send(self, to: int, dialect: str, body: bytes, principal, callback) -> None:
         """Run `body` (a command of `dialect`) on node `to`; `callback(reply bytes | None)`

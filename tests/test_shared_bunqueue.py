@@ -167,3 +167,31 @@ def test_ackb_and_extend_locks_split_over_nodes(nodes):
         {"ok": True, "count": 2}
     assert qc.call("ACKB", ids=ids, tokens=toks) == OK
     assert [qa.state(i) for i in ids] == ["completed", "completed"]
+
+
+def test_job_changes_reach_jobs_waiting_in_the_database(nodes):
+    """Jobs pushed on a wait in the database; on b: ChangePriority, Update, Promote of a
+    delayed one, Cancel, Discard to the DLQ and MoveToWait of a job active on a all act as on
+    one server (b takes the waiting rows, a runs the active one)."""
+    a, b = nodes(2)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    q = "chg"
+    first = qa.push(q, {"n": 1})
+    second = qa.push(q, {"n": 2})
+    later = qa.push(q, {"n": 3}, delay=600_000)
+    gone = qa.push(q, {"n": 4})
+    dead = qa.push(q, {"n": 5})
+    assert qb.call("ChangePriority", id=second, priority=10) == OK
+    assert qb.call("Update", id=second, data={"n": 22}) == OK
+    assert qb.call("Promote", id=later) == OK
+    assert qb.call("Cancel", id=gone) == OK
+    assert qb.call("Discard", id=dead) == OK
+    assert qa.state(dead) == "failed" and qa.state(gone) == "unknown"
+    pulled = qa.pull(q, owner="w", lockTtl=60_000, timeout=1000)
+    r = pulled["job"]
+    assert (r["id"], r["data"]) == (second, {"n": 22})          # priority 10 first
+    assert qb.call("MoveToWait", id=second)["error"] == f"Lock token required for job {second}"
+    assert qb.call("MoveToWait", id=second, token=pulled["token"]) == OK   # a moves it
+    got = [qa.pull(q, timeout=1000)["job"]["id"] for _ in range(3)]
+    assert sorted(got) == sorted([first, second, later])
+    assert rows(nodes.url, "SELECT count(*) FROM jobs WHERE uid = %s", (gone,)) == [(0,)]

@@ -2,7 +2,9 @@
 across nodes"): a bunqueue custom id (`jobId`) and a workq job id are unique across the
 nodes, as on one server. A PUSH naming a custom id that a job has on another node, or that
 this node already gave back to the database, answers the existing id and creates nothing; a
-workq `add` or `run` of such an id answers `Duplicate job`. Real node processes on one fresh
+workq `add` or `run` of such an id answers `Duplicate job`. And a workq job leased through one
+node is completed or failed through another (workq leases belong to no connection: the
+command is forwarded to the node holding the lease). Real node processes on one fresh
 PostgreSQL database, real bunqueue and workq sockets.
 
 Needs JOBGATE_TEST_PG_URL (skipped with a clear reason without it).
@@ -11,7 +13,8 @@ from __future__ import annotations
 
 from .bunqueue_support import BQ
 from .shared_support import rows
-from .workq_support import WorkqRaw, add_cmd, new_uid
+from .workq_support import (WorkqRaw, add_cmd, complete_cmd, fail_cmd, lease_frame, new_uid,
+                            result_frame)
 
 
 def _count(url: str, uid: str) -> int:
@@ -52,3 +55,37 @@ def test_workq_ids_are_unique_across_nodes(nodes):
     other = new_uid()
     assert wb.cmd(add_cmd(other, "wids", b"s")) == b"+OK\r\n"
     assert _count(nodes.url, other) == 1
+
+
+def test_workq_complete_and_fail_of_a_lease_held_by_another_node(nodes):
+    """Leased on a, completed on b: +OK once a committed it (a's result waiter and b's
+    `result` see it); another leased on a, failed on b; a second complete, and a complete of
+    an id nobody has, get what a single server answers."""
+    a, b = nodes(2)
+    wa, wb = WorkqRaw(a.workq_port), WorkqRaw(b.workq_port)
+    u1, u2 = new_uid(), new_uid()
+    assert wa.cmd(add_cmd(u1, "fin", b"p1", ttr=60_000)) == b"+OK\r\n"
+    assert wa.cmd(b"lease fin 1000\r\n") == lease_frame(u1, "fin", 60_000, b"p1")
+    assert wb.cmd(complete_cmd(u1, b"done")) == b"+OK\r\n"
+    assert wa.cmd(b"result %s 0\r\n" % u1.encode()) == result_frame(u1, True, b"done")
+    assert wb.cmd(b"result %s 0\r\n" % u1.encode()) == result_frame(u1, True, b"done")
+    assert wb.cmd(complete_cmd(u1, b"again")) == b"-CLIENT-ERROR Duplicate result\r\n"
+    assert wa.cmd(add_cmd(u2, "fin", b"p2", ttr=60_000)) == b"+OK\r\n"
+    assert wa.cmd(b"lease fin 1000\r\n") == lease_frame(u2, "fin", 60_000, b"p2")
+    assert wb.cmd(fail_cmd(u2, b"bad")) == b"+OK\r\n"
+    assert wb.cmd(b"result %s 0\r\n" % u2.encode()) == result_frame(u2, False, b"bad")
+    assert wb.cmd(complete_cmd(new_uid(), b"x")) == b"-NOT-FOUND\r\n"
+
+
+def test_workq_complete_of_a_waiting_job_through_another_node(nodes):
+    """workq completes a job that nobody leased (workq allows it): added on a (so waiting in
+    the database), completed on b, which takes its row and completes it as a single server
+    would; the result is there for a, and the job is not leased any more."""
+    a, b = nodes(2)
+    wa, wb = WorkqRaw(a.workq_port), WorkqRaw(b.workq_port)
+    u = new_uid()
+    assert wa.cmd(add_cmd(u, "wait", b"p", ttr=60_000)) == b"+OK\r\n"
+    assert wb.cmd(complete_cmd(u, b"r")) == b"+OK\r\n"
+    assert wa.cmd(b"result %s 1000\r\n" % u.encode()) == result_frame(u, True, b"r")
+    assert wa.cmd(b"lease wait 200\r\n") == b"-TIMEOUT\r\n"
+    assert rows(nodes.url, "SELECT state FROM jobs WHERE uid = %s", (u,)) == [("completed",)]

@@ -2,14 +2,21 @@
 on another node"): a bunqueue Worker sends its commands over a pool of connections (up to 8,
 the client's `poolSize`), which a load balancer may spread over several nodes, so the `ACK`,
 `FAIL`, heartbeat, lock extension or progress of a job pulled through node A can reach node B.
-Node B does not hold the job: it forwards the command to the node that does
-(Port.forward, core/shared_calls.py), which runs it in a session of its own with the client's
+Node B does not hold the job: a job no node holds is brought from the database into B's
+engine (Port.reach_jobs) and B runs the command itself; else B forwards the command to the
+node that holds it (Port.forward_to, core/shared_calls.py), which runs it in a session of its own with the client's
 principal and answers, once its changes are committed, with the reply B sends on. When no node
 holds the job (or it does not answer in time) B answers as on a single server for a job it
 does not have (`Job not found or not in processing state: <id>`, ...).
 
-Batch forms (ACKB, JobHeartbeatB, ExtendLocks) are forwarded whole when none of their jobs is
-held here, to the node holding the first: a batch pulled together (PULLB) is held together.
+The same holds for the commands that change a job which is not active (Cancel, Update,
+ChangePriority, Promote, MoveToDelayed, Discard, RetryCompleted, MoveToWait, ChangeDelay):
+a waiting, delayed, failed or completed job in the database is brought here and changed here;
+one held by another node is changed there.
+
+Batch forms (ACKB, JobHeartbeatB, ExtendLocks) are split by where their jobs are: the jobs
+here (or brought here) run here, each other node gets its own entries, the replies are
+combined (counts added up; ACKB ok when every part is, else the first error).
 
 Custom ids across nodes: a PUSH or PUSHB naming a `jobId` (or `customId`) this node does not
 have first asks the database (Port.uids_taken_global) which of them a row already has; those
@@ -23,9 +30,12 @@ import msgpack
 from .codec import _keep_ext, decode_command, pack
 from .registry import HANDLERS, MUTATING, STORAGE_UNAVAILABLE, err
 
-#: commands about a job held by the node that reserved it -> the field naming the job
+#: commands that change a job -> the field naming it: run where the job is (reach_jobs)
 FORWARDED = {"ACK": "id", "FAIL": "id", "JobHeartbeat": "id", "ExtendLock": "id",
-             "Progress": "id", "ACKB": "ids", "JobHeartbeatB": "ids", "ExtendLocks": "ids"}
+             "Progress": "id", "ACKB": "ids", "JobHeartbeatB": "ids", "ExtendLocks": "ids",
+             "Cancel": "id", "Update": "id", "ChangePriority": "id", "Promote": "id",
+             "MoveToDelayed": "id", "Discard": "id", "RetryCompleted": "id",
+             "MoveToWait": "id", "ChangeDelay": "id"}
 #: the batch commands' fields that go with `ids`, entry for entry
 _PARALLEL = {"ACKB": ("tokens", "results"), "JobHeartbeatB": ("tokens",),
              "ExtendLocks": ("tokens", "durations")}
@@ -131,7 +141,7 @@ def forward(sess, name: str, cmd: dict, handler, rid, uids: list) -> None:
             port.forward_to(where[uids[0]], "bunqueue", body, done)
             return
         _split(sess, name, cmd, handler, rid, where)
-    port.locate_jobs(uids, located)
+    port.reach_jobs(uids, located)
 
 
 def _split(sess, name: str, cmd: dict, handler, rid, where: dict) -> None:

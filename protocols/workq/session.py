@@ -19,6 +19,7 @@ from core.api import TIMED_OUT, WAITING, AccessDenied, JobView, Port
 
 from ..sequential import Sequential
 from . import replies as R
+from .forward import forward
 from .inspect import Inspect
 from .parser import ARGS, CLOSE, Parser, Reply
 from .replies import (ACCESS_DENIED, DUPLICATE_JOB, DUPLICATE_RESULT, FLAG_ERRORS, INVALID_ID,
@@ -39,6 +40,9 @@ class WorkqInfo:
 
     def __init__(self, engine, started_ms: int | None = None) -> None:
         self.port = Port.of(engine)
+        if self.port.shared:   # complete / fail other nodes forward to the leases held here
+            from .forward import server
+            self.port.serve_forwarded("workq", server(self))
         self.started_ms = self.port.clock.wall_ms() if started_ms is None else started_ms
         self.connections = 0
         self.ops: dict = {}   # command name (bytes) -> times run
@@ -72,6 +76,7 @@ class Session(Inspect):
         self._reply = None
         self._reading = False   # shared mode: an id is being looked up in the database
         self._closed = False
+        self.may_forward = self.port.shared   # complete / fail of another node's lease
         info.connections += 1
         self._ops = {
             b"add": self._add, b"schedule": self._schedule, b"run": self._run,
@@ -92,6 +97,25 @@ class Session(Inspect):
             return R.STORAGE_UNAVAILABLE
         try:
             return self._ops[item.name](item)
+        except AccessDenied:
+            return ACCESS_DENIED
+
+    def hold(self) -> None:
+        """The current command is answered later by `answer()` (a database read, or another
+        node running it: forward.py); WAIT is returned meanwhile."""
+        self._reading = True
+
+    def answer(self, reply: bytes) -> None:
+        """The answer of a command that `hold()` held (nothing once the connection closed)."""
+        self._reading = False
+        if not self._closed:
+            self._wake(reply)
+
+    def run_forwarded(self, c) -> bytes:
+        """Run `c`, a complete or fail another node forwarded here (forward.py), as `handle`
+        does but without counting it (the node it was sent to did)."""
+        try:
+            return self._ops[c.name](c)
         except AccessDenied:
             return ACCESS_DENIED
 
@@ -307,6 +331,9 @@ class Session(Inspect):
             return ARGS
         id = self._lookup(c.args[0])
         if id.__class__ is bytes:
+            u = parse_id(c.args[0]) if self.may_forward else None
+            if u is not None and id is not ARGS:   # its lease may be on another node
+                return forward(self, c, u[0], id)
             return id
         if not op(id, c.payload, "workq"):
             return DUPLICATE_RESULT
