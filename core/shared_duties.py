@@ -12,10 +12,15 @@ from .shared_reads import DONE_CHANNEL, HISTORY_ROWS, READY_CHANNEL
 #: advisory lock class (first int4 key) of a node's liveness lock; the second key is the node's
 #: number. "jgnd" in ASCII.
 NODE_LOCK_CLASS = int.from_bytes(b"jgnd", "big") & 0x7FFFFFFF
+#: rescue rounds (one a second) in a row that a node's liveness lock must be found free before
+#: the rows it held without a reservation are given back (release_gone): a listener that is
+#: reconnecting (RECONNECT_S) is not taken for gone
+GONE_ROUNDS = 5
 
 
 class LeaderDuties:
-    """promote / evict / rescue / sweep of SharedStore (see the module docstring)."""
+    """promote / evict / rescue / release_gone / sweep of SharedStore (see the module
+    docstring)."""
 
     def promote(self, conn, now_ms: int, limit: int = 1000) -> int:
         """Delayed jobs due by `now_ms` become ready (at most `limit`), their queues
@@ -104,6 +109,46 @@ class LeaderDuties:
                 (node, now_ms))
             n += cur.fetchone()[0]
             conn.commit()
+        cur.close()
+        return n + self.release_gone(conn)
+
+    def release_gone(self, conn) -> int:
+        """Give back the rows that a gone node held without a reservation (jobs taken for a
+        command or kept for a result waiter, core/shared_calls.py `reach`, core/shared.py):
+        `node` cleared, their queues notified, so that they are claimable again. A node is
+        gone when its commit mark row (`commit_seq:<number>`, deleted when a node stops
+        cleanly) stays while its liveness lock was free at GONE_ROUNDS rescue rounds in a
+        row; each gone node is released once per leader (a scan of the table: rare).
+        Returns how many rows."""
+        seen = self.gone_rounds
+        done = self.released
+        cur = conn.cursor()
+        cur.execute("SELECT key FROM jobgate_meta WHERE key LIKE %s", ("commit_seq:%",))
+        numbers = [int(k.split(":", 1)[1]) for (k,) in cur.fetchall()
+                   if k.split(":", 1)[1].isdigit()]
+        conn.commit()
+        n = 0
+        for num in numbers:
+            if num == self.number or num in done:
+                continue
+            cur.execute("SELECT pg_try_advisory_lock(%s, %s)", (NODE_LOCK_CLASS, num))
+            if cur.fetchone()[0]:
+                cur.execute("SELECT pg_advisory_unlock(%s, %s)", (NODE_LOCK_CLASS, num))
+                seen[num] = seen.get(num, 0) + 1
+            else:
+                seen.pop(num, None)
+            conn.commit()
+            if seen.get(num, 0) < GONE_ROUNDS:
+                continue
+            cur.execute(
+                "WITH u AS (UPDATE jobs SET node = NULL WHERE node LIKE %s "
+                "AND state <> 'reserved' RETURNING queue, state) "
+                f"SELECT count(*), count(pg_notify('{READY_CHANNEL}', queue)) "
+                "FILTER (WHERE state = 'ready') FROM u", (f"%:{num}",))
+            n += cur.fetchone()[0]
+            conn.commit()
+            done.add(num)
+            seen.pop(num, None)
         cur.close()
         return n
 

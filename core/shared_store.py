@@ -74,6 +74,8 @@ class SharedStore(LeaderDuties, Store):
         self.first_block = 0
         self._join_conn = None
         self._batch = None
+        self.gone_rounds: dict = {}   # release_gone: node number -> rounds found gone
+        self.released: set = set()    # release_gone: node numbers whose rows were given back
         self._mine = ""
         ret = ", ".join(f"j.{c}" for c in _COLS)
         self._sql_claim = (

@@ -36,6 +36,28 @@ def test_dead_node_reservations_come_back_after_their_ttr(nodes):
     assert cc.stats_job(j)["timeouts"] == 1
 
 
+def test_rows_a_gone_node_held_without_a_reservation_come_back(nodes):
+    """A row that a killed node held without a reservation (a job it had taken for a command,
+    core/shared_calls.py) is claimable by nobody while that node may live, and given back by
+    the leader once the node's liveness lock stayed free for GONE_ROUNDS rescue rounds. The
+    state a kill -9 leaves is written here directly (a node holds such a row for a few
+    milliseconds only): the row held by node number 987654, and that node's commit mark."""
+    a, b = nodes(2, poll_ms=200)
+    jid = bean(a, "ghost").put(b"left")
+    cb = bean(b, "ghost")
+    j = cb.reserve(timeout=5)
+    cb.release(j)                                   # back in the database: ready, no node
+    rows(nodes.url, "UPDATE jobs SET node = 'gone-host:1:987654' WHERE id = %s RETURNING id",
+         (jid,), commit=True)
+    rows(nodes.url, "INSERT INTO jobgate_meta (key, value) VALUES ('commit_seq:987654', 7) "
+         "RETURNING key", commit=True)
+    with pytest.raises(greenstalk.TimedOutError):
+        cb.reserve(timeout=2)                       # held: nobody may claim it yet
+    j = cb.reserve(timeout=20)
+    assert j.id == jid and j.body == b"left"
+    assert rows(nodes.url, "SELECT node FROM jobs WHERE id = %s", (jid,))[0][0] is not None
+
+
 def test_three_nodes_kill9_under_load(nodes):
     """Producers and workers of all three dialects spread over three nodes, node 2 killed -9
     midway: every acknowledged job is delivered and finished (beanstalk delete, workq
