@@ -65,7 +65,6 @@ class Batch:
     next_id: int = 0
     payload_bytes: int = 0
     records: list = field(default_factory=list)
-    held: list = field(default_factory=list)   # shared mode: ids kept on this node (shared.py)
     leases: tuple = ((), ())   # shared mode: (ids, wall ms deadlines) of reserved rows written
 
     @property
@@ -297,7 +296,6 @@ class Persistence:
         leases = sh.lease_rows(self._j.dirty.values())
         b = self._j.take(self._e.next_id)
         b.leases = leases
-        b.held = list(sh.held_back)   # kept here for a result waiter: stored, not claimable
         return b
 
     def done(self, batch) -> None:

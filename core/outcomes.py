@@ -221,7 +221,7 @@ class Outcomes:
         self._seq += 1
         w = ResultWaiter(job.id, callback, self._seq, run)
         self.result_waiters.setdefault(job.id, []).append(w)
-        at = self.clock.monotonic_ms() + timeout_ms
+        at = w.at = self.clock.monotonic_ms() + timeout_ms
         heappush(self._timers, (at, w.seq, 2, w))
         self._arm(at)
         return w

@@ -238,6 +238,8 @@ class JobOps:
         """Withdraw a result wait (its client is gone); a run's job is deleted."""
         if getattr(handle, "remote", False):   # shared mode: a wait for a job not here
             return handle.cancel()
+        if handle.moved is not None:   # shared mode: its job left, the database answers
+            return self._engine.shared.results.cancel_moved(handle)
         return self._engine.cancel_result_wait(handle)
 
     # ------------------------------------------------------------ listing

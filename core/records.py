@@ -246,10 +246,12 @@ class ResultWaiter:
 
     `job_id`: the job; `callback(outcome)` is called exactly once with the finished Job or
     TIMED_OUT; `run`: this is the submitter of a workq `run`, whose job is deleted after it is
-    answered; `phase`: 0 = waiting for a worker, 1 = waiting until the lease's TTR deadline.
+    answered; `phase`: 0 = waiting for a worker, 1 = waiting until the lease's TTR deadline;
+    `at`: its timer's deadline (monotonic ms); `moved`: in shared mode, the wait that took
+    it over when its job left this node (core/shared_results.py), else None.
     """
 
-    __slots__ = ("job_id", "callback", "done", "seq", "run", "phase")
+    __slots__ = ("job_id", "callback", "done", "seq", "run", "phase", "at", "moved")
 
     def __init__(self, job_id: int, callback, seq: int, run: bool = False) -> None:
         self.job_id = job_id
@@ -258,3 +260,5 @@ class ResultWaiter:
         self.seq = seq
         self.run = run
         self.phase = 0
+        self.at = 0
+        self.moved = None

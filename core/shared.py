@@ -72,7 +72,6 @@ class SharedNode:
         self._hver = 1 << 32
         self.claimed = 0              # jobs claimed from it
         self.fresh: list = []         # jobs claimed since the last commit (spill candidates)
-        self.held_back: dict = {}     # id -> job kept for a local result waiter (checked again)
 
     # ---------------------------------------------------------------- queries
     def query(self, fn, args: tuple, callback) -> None:
@@ -147,7 +146,8 @@ class SharedNode:
     def spill(self) -> None:
         """Give every local job that nobody here holds back to the database (see the module
         docstring): out of the engine's indexes and maps, marked for the commit being taken.
-        Jobs a result waiter here waits for stay until it is answered."""
+        Result waiters here of a job that leaves wait for it through the database
+        (shared_results.RemoteWaits.take_over)."""
         e = self.e
         self._check_ids()
         waiters = e.result_waiters
@@ -156,14 +156,14 @@ class SharedNode:
         # only jobs changed since the last commit, or claimed since, can have left the
         # reserved state: the others were spilled already or are still held
         fresh, self.fresh = self.fresh, []
-        held, self.held_back = self.held_back, {}
         gone = {}
-        for job in [*j.dirty.values(), *fresh, *held.values()]:
+        for job in [*j.dirty.values(), *fresh]:
             if job.state is RESERVED or jobs.get(job.id) is not job:
                 continue
-            if waiters and job.id in waiters:
-                self.held_back[job.id] = job   # spilled once its waiter is answered
-                continue
+            if waiters and job.id in waiters:   # its result waiters wait through the database
+                for w in waiters.pop(job.id):
+                    if not w.done:
+                        self.results.take_over(job, w)
             gone[job.id] = job
         if not gone:
             return

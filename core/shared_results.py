@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from heapq import heappop, heappush
 
-from .model import TIMED_OUT
-from .shared_reads import DONE_CHANNEL, job_uid
+from .model import TIMED_OUT, derived_uid
+from .shared_reads import DONE_CHANNEL, delete_uid, job_uid
 
 __all__ = ["DONE_CHANNEL", "RemoteWait", "RemoteWaits"]
 
@@ -57,15 +57,17 @@ class RemoteWaits:
         self._seq = 0
         self._reading: dict = {}    # uid -> True while a read runs, "again" after a hint
 
-    def wait(self, uid: str, timeout_ms: int, callback) -> RemoteWait:
-        """Wait up to `timeout_ms` ms (<= 0: one read only) for the result of job `uid`."""
+    def wait(self, uid: str, timeout_ms: int, callback, settled: bool = False) -> RemoteWait:
+        """Wait up to `timeout_ms` ms (<= 0: one read only) for the result of job `uid`.
+        `settled`: the first read waits until this node's changes so far are committed (a
+        job leaving this node now: its row is written by that commit)."""
         now = self.node.e.clock.monotonic_ms()
         w = RemoteWait(self, uid, callback, now + max(0, timeout_ms), timeout_ms <= 0)
         self.by_uid.setdefault(uid, []).append(w)
         if timeout_ms > 0:
             self._seq += 1
             heappush(self.heap, (w.deadline, self._seq, w))
-        self._read(uid)
+        self._read(uid, settled)
         return w
 
     def hint(self, uid: str) -> None:
@@ -82,8 +84,68 @@ class RemoteWaits:
             if not w.done:
                 self._answer(w, TIMED_OUT)
 
+    # ------------------------------------------------------ waiters of jobs that leave
+    def take_over(self, job, w) -> None:
+        """`w` (a core.records.ResultWaiter of `job`, waiting here) goes on waiting through
+        the database: `job` leaves this node (spilled, so that any node's worker may take it).
+        It keeps its deadline. A workq `run` (`w.run`) keeps a single server's rules: its
+        job's row is deleted once answered; at its deadline, a job a worker holds (reserved
+        with time left) is waited for until that lease's deadline, else deleted and
+        TIMED_OUT; a job gone meanwhile answers TIMED_OUT."""
+        e = self.node.e
+        w.done = True   # the engine's timer and completion skip it from now on
+        uid = job.uid if job.uid is not None else derived_uid(job.id)
+        self._moved_wait(w, uid, max(1, w.at - e.clock.monotonic_ms()))
+
+    def _moved_wait(self, w, uid: str, left_ms: int) -> None:
+        def answer(outcome) -> None:
+            if not w.run:
+                w.moved = None
+                w.callback(outcome)
+            elif outcome is TIMED_OUT:
+                self.node.query(job_uid, (uid, self.node.e.clock.wall_ms()), checked)
+            else:
+                w.moved = None
+                self._drop_row(uid)
+                w.callback(TIMED_OUT if outcome is None or isinstance(outcome, Exception)
+                           else outcome)
+
+        def checked(view) -> None:
+            if w.moved is None:
+                return   # cancelled meanwhile
+            lease = None if view is None or isinstance(view, Exception) else view.lease
+            if view is not None and not isinstance(view, Exception) and \
+                    view.result is not None:
+                answer(view)
+            elif lease is not None and lease.left_ms > 0 and w.phase == 0:
+                w.phase = 1   # a worker has it: wait for its result until its deadline
+                self._moved_wait(w, uid, lease.left_ms)
+            else:
+                w.moved = None
+                self._drop_row(uid)
+                w.callback(TIMED_OUT)
+        w.moved = self.wait(uid, left_ms, answer, settled=w.phase == 0)
+
+    def cancel_moved(self, w) -> bool:
+        """Withdraw `w`, a waiter taken over (its client is gone): a run's job is deleted.
+        True if it was still waiting."""
+        rw, w.moved = w.moved, None
+        if rw is None:
+            return False
+        rw.cancel()
+        if w.run:
+            self._drop_row(rw.uid)
+        return True
+
+    def _drop_row(self, uid: str) -> None:
+        """Delete the row of a workq run's job (answered, timed out or withdrawn)."""
+        e = self.node.e
+        j = e.journal
+        self.node.query(delete_uid, (uid, None, "jobgate", e.clock.wall_ms(),
+                                     j is not None and j.history), _ignore)
+
     # ------------------------------------------------------------------ inside
-    def _read(self, uid: str) -> None:
+    def _read(self, uid: str, settled: bool = False) -> None:
         if uid in self._reading:
             self._reading[uid] = "again"   # a wait came while a read ran: read once more
             return
@@ -95,7 +157,8 @@ class RemoteWaits:
             self._got(uid, view, asked)
             if again and uid in self.by_uid:
                 self._read(uid)
-        self.node.query(job_uid, (uid, self.node.e.clock.wall_ms()), answered)
+        (self.node.query_settled if settled else self.node.query)(
+            job_uid, (uid, self.node.e.clock.wall_ms()), answered)
 
     def _got(self, uid: str, view, asked: list) -> None:
         """Answer the waits of `uid` from `view` (its row's JobView, None or an Exception):
@@ -130,3 +193,8 @@ class RemoteWaits:
                 pass
             if not waits:
                 del self.by_uid[w.uid]
+
+
+def _ignore(outcome) -> None:
+    """A query whose outcome nobody waits for (a run's row deleted: a failure leaves it to
+    its TTL)."""

@@ -240,7 +240,7 @@ class SharedStore(LeaderDuties, Store):
             conn.exec_driver_sql(
                 "WITH l AS (SELECT * FROM unnest(%s::bigint[], %s::bigint[]) AS l(id, until)), "
                 "u AS (UPDATE jobs SET "
-                "node = CASE WHEN state = 'reserved' OR id = ANY(%s) THEN %s END, "
+                "node = CASE WHEN state = 'reserved' THEN %s END, "
                 "lease_until_ms = CASE WHEN state = 'reserved' THEN COALESCE("
                 "(SELECT until FROM l WHERE l.id = jobs.id), lease_until_ms, %s + ttr_ms) END "
                 f"WHERE id = ANY(%s){self._mine} "
@@ -249,7 +249,7 @@ class SharedStore(LeaderDuties, Store):
                 "(SELECT DISTINCT queue AS q FROM u WHERE state = 'ready' AND node IS NULL) s "
                 f"UNION ALL SELECT count(pg_notify('{DONE_CHANNEL}', uid)) FROM u "
                 "WHERE fin AND uid IS NOT NULL",
-                (list(b.leases[0]), list(b.leases[1]), b.held, self.node, _wall_ms(), ids))
+                (list(b.leases[0]), list(b.leases[1]), self.node, _wall_ms(), ids))
 
     def delete_jobs(self, conn, ids: list) -> None:
         """Remove deleted jobs' rows and NOTIFY jobgate_done with each uid (a result waiter

@@ -1,7 +1,8 @@
 """Shared mode (issue 19): regressions found by review, on real node processes (the fixture
 and helpers of tests/shared_support.py). Each test failed before its fix:
 
-- a job kept on a node for a local result waiter (workq `run`) was also claimable elsewhere;
+- a job kept on a node for a local result waiter (workq `run`) was also claimable elsewhere
+  (now the job leaves the node and its waiter waits through the database);
 - claimed jobs whose waiter left before the claim returned stayed held by the node for good;
 - a waiter blocked by a queue's concurrency limit made its node claim every ready row;
 - a WaitJob with timeout 0 answered every other WaitJob of that job at once.
@@ -15,20 +16,53 @@ import pytest
 
 from .bunqueue_support import BQ
 from .shared_support import bean, rows
-from .workq_support import WorkqRaw, lease_frame, new_uid, run_cmd
+from .workq_support import WorkqRaw, complete_cmd, lease_frame, new_uid, result_frame, run_cmd
 
 
-def test_a_run_job_is_not_claimable_on_another_node(nodes):
+def _gone(url: str, uid: str) -> bool:
+    """True once job `uid` has no row (polled for up to 5 s: the delete is a statement the
+    node runs after answering)."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        if rows(url, "SELECT count(*) FROM jobs WHERE uid = %s", (uid,))[0][0] == 0:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_run_is_served_by_a_worker_on_another_node(nodes):
+    """A workq `run` on a, a worker on b: b leases the job (it left a, whose submitter waits
+    through the database: the review's double delivery cannot happen, the job is in one
+    place), completes it, and a's `run` answers with the result; its job is then deleted."""
     a, b = nodes(2)
-    wb = WorkqRaw(b.workq_port, timeout=10)
-    wb.send(b"lease rq 2000\r\n")            # waits on b
-    time.sleep(0.5)
     wa = WorkqRaw(a.workq_port, timeout=20)
     uid = new_uid()
     wa.send(run_cmd(uid, "rq", b"p", ttr=30000, wait=8000))   # its submitter waits on a
-    assert wb.reply() == b"-TIMEOUT\r\n"     # the job stays with the node of its `run`
-    assert WorkqRaw(a.workq_port).cmd(b"lease rq 2000\r\n") == lease_frame(uid, "rq", 30000,
-                                                                           b"p")
+    wb = WorkqRaw(b.workq_port, timeout=10)
+    assert wb.cmd(b"lease rq 5000\r\n") == lease_frame(uid, "rq", 30000, b"p")
+    assert WorkqRaw(a.workq_port).cmd(b"lease rq 300\r\n") == b"-TIMEOUT\r\n"   # once only
+    assert wb.cmd(complete_cmd(uid, b"answer")) == b"+OK\r\n"
+    assert wa.reply() == result_frame(uid, True, b"answer")
+    assert _gone(nodes.url, uid)
+
+
+def test_a_run_times_out_or_waits_for_its_lease_across_nodes(nodes):
+    """A `run` whose job nobody leases answers -TIMEOUT at its deadline and its job is
+    deleted; one whose job a worker on another node leased waits past its deadline until
+    that lease's, and answers the result (a single server's rules)."""
+    a, b = nodes(2)
+    wa = WorkqRaw(a.workq_port, timeout=20)
+    lone = new_uid()
+    assert wa.cmd(run_cmd(lone, "rt", b"p", ttr=5000, wait=500)) == b"-TIMEOUT\r\n"
+    assert _gone(nodes.url, lone)
+    held = new_uid()
+    wa.send(run_cmd(held, "rt", b"q", ttr=6000, wait=1000))
+    wb = WorkqRaw(b.workq_port, timeout=10)
+    assert wb.cmd(b"lease rt 5000\r\n") == lease_frame(held, "rt", 6000, b"q")
+    time.sleep(1.5)   # past the run's own deadline, within the lease
+    assert wb.cmd(complete_cmd(held, b"late")) == b"+OK\r\n"
+    assert wa.reply() == result_frame(held, True, b"late")
+    assert _gone(nodes.url, held)
 
 
 def test_claimed_jobs_nobody_takes_go_back(nodes):
