@@ -77,6 +77,11 @@ class SharedOps:
         AttributeError in single-node mode."""
         self._engine.shared.calls.reach(uids, callback)
 
+    def reach_ids(self, ids: list, callback) -> None:
+        """reach_jobs for jobs named by id (beanstalk `reserve-job`): `callback({id: node
+        number})`. Raises AttributeError in single-node mode."""
+        self._engine.shared.calls.reach(ids, callback, "id")
+
     def forward_to(self, node: int, dialect: str, body: bytes, callback,
                    principal=None) -> None:
         """Shared mode: run `body`, a command of `dialect` about jobs node `node` holds

@@ -43,22 +43,25 @@ CALL_MS = 5000
 _pack = msgpack.Packer(use_bin_type=True).pack
 
 
-def reach(conn, node: str, uids: list) -> tuple:
+def reach(conn, node: str, uids: list, by: str = "uid") -> tuple:
     """For the jobs named `uids` that node `node` does not hold: take the rows no node holds
     (ready, delayed, buried or finished) for `node` (`jobs.node` set, so no other node claims
     them until `node` gives them back at its next commit), and read which node holds the
-    others. Returns (rows taken as dicts of the jobs columns, {uid: name of the node holding
-    it}); one transaction, through `jobs_uid`."""
+    others. `by`: "uid" (`uids` are uids, through `jobs_uid`) or "id" (job ids, through the
+    primary key). Returns (rows taken as dicts of the jobs columns, {uid or id: name of the
+    node holding it}); one transaction."""
+    col = "id" if by == "id" else "uid"
+
     def go(cur):
-        cur.execute(_TAKE, (node, list(uids)))
+        cur.execute(_TAKE.format(col=col), (node, list(uids)))
         taken = [dict(zip(_COLS, r)) for r in cur.fetchall()]
-        cur.execute("SELECT uid, node FROM jobs WHERE uid = ANY(%s) AND node IS NOT NULL "
+        cur.execute(f"SELECT {col}, node FROM jobs WHERE {col} = ANY(%s) AND node IS NOT NULL "
                     "AND node <> %s", (list(uids), node))
         return taken, dict(cur.fetchall())
     return _run(conn, go)
 
 
-_TAKE = ("UPDATE jobs SET node = %s WHERE uid = ANY(%s) AND node IS NULL AND state IN "
+_TAKE = ("UPDATE jobs SET node = %s WHERE {col} = ANY(%s) AND node IS NULL AND state IN "
          "('ready', 'delayed', 'buried', 'completed') RETURNING " + ", ".join(_COLS))
 
 
@@ -88,8 +91,9 @@ class Calls:
         self.forwarded = self.served = self.unanswered = 0
 
     # ------------------------------------------------------------------ asking
-    def reach(self, uids: list, callback) -> None:
-        """Make the jobs named `uids` (which this node does not hold) reachable here: those no
+    def reach(self, uids: list, callback, by: str = "uid") -> None:
+        """Make the jobs named `uids` (which this node does not hold; job ids with `by` "id")
+        reachable here: those no
         node holds are taken from the database into this engine, in their state (given back
         at the next commit: core.shared.SharedNode.adopt_rows); `callback({uid: node number})`
         then names the nodes holding the others, or gets an Exception (the database failed).
@@ -107,7 +111,7 @@ class Calls:
                 if n is not None and n != self.number:
                     out[uid] = n
             callback(out)
-        self.node.query(reach, (self.node.node, uids), got)
+        self.node.query(reach, (self.node.node, uids, by), got)
 
     def send(self, to: int, dialect: str, body: bytes, principal, callback) -> None:
         """Run `body` (a command of `dialect`) on node `to`; `callback(reply bytes | None)`

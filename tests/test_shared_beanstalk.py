@@ -19,7 +19,7 @@ import time
 import greenstalk
 import pytest
 
-from .shared_support import bean
+from .shared_support import bean, rows
 
 
 def raw(node, data: bytes, want: int, timeout: float = 10.0) -> bytes:
@@ -254,3 +254,25 @@ def test_global_forms_answer_at_once_on_a_single_server():
     p.delete_global(o, a, got.append)
     p.delete_global(o, a, got.append)
     assert got == [1, False, True, False, True, False]
+
+
+def test_reserve_job_of_a_job_in_the_database(nodes):
+    """beanstalk `reserve-job <id>` on b of a job put on a (waiting in the database): b takes
+    its row and reserves it, as a single server would; a job another node has reserved, or
+    none, is NOT_FOUND."""
+    a, b = nodes(2)
+    ca, cb = bean(a, "rj"), bean(b, "rj")
+    first = ca.put(b"one")
+    second = ca.put(b"two")
+    j = cb.reserve_job(second)
+    assert (j.id, j.body) == (second, b"two")
+    assert cb.stats_job(second)["state"] == "reserved"
+    held = ca.reserve(timeout=5)
+    assert held.id == first
+    with pytest.raises(greenstalk.NotFoundError):
+        cb.reserve_job(first)                   # reserved on a
+    with pytest.raises(greenstalk.NotFoundError):
+        cb.reserve_job(second + 999_999)        # no such job
+    cb.delete(j)
+    ca.delete(held)
+    assert rows(nodes.url, "SELECT count(*) FROM jobs WHERE queue = 'rj'") == [(0,)]

@@ -238,7 +238,15 @@ class Session:
     def _reserve_job(self, c):
         self._set_worker()
         job = self.port.reserve_job(self.owner, c[1])
-        return NOT_FOUND if job is None else self._reserve_reply(job)
+        if job is not None:
+            return self._reserve_reply(job)
+        if not self._shared:
+            return NOT_FOUND
+
+        def again(_):   # shared mode: a job waiting in the database was brought here
+            r = self.port.reserve_job(self.owner, c[1])
+            return NOT_FOUND if r is None else self._reserve_reply(r)
+        return self._later(lambda cb: self.port.reach_ids([c[1]], cb), again)
 
     def _mutated(self, ok: bool, reply: bytes) -> bytes:
         if ok:
