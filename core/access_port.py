@@ -39,8 +39,8 @@ QUEUE_ARG = ("attach", "keep", "pause", "queue", "priority_counts", "put", "put_
              "set_concurrency", "clear_concurrency", "set_stall_config", "stall_config",
              "queue_limits", "queue_settings", "clear_queue_settings", "promote_jobs",
              "cron_set", "job_page", "failed_count", "drain_queue", "queue_global",
-             "job_counts", "job_counts_global", "peek_ready_global", "peek_delayed_global", "peek_buried_global", "kick_global",
-             "pause_global")
+             "job_counts", "job_counts_global", "jobs_global", "peek_ready_global",
+             "peek_delayed_global", "peek_buried_global", "kick_global", "pause_global")
 QUEUE_LIST = ("reserve",)
 OWNER_QUEUE = ("reserve_many",)
 #: name -> the answer for a job that is not visible

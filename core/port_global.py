@@ -143,6 +143,37 @@ class GlobalOps:
         sh.query_settled(_sr().job_counts, (sh.node, name, self.clock.wall_ms()),
                          _then(callback, merge))
 
+    def jobs_global(self, queue: str, where, newest_first: bool, limit: int,
+                    callback) -> None:
+        """`callback(list of JobView)`: the first `limit` jobs of `queue` by id (descending
+        with `newest_first`) among those `where` selects: None (every state) or a list of
+        (state, rank) filters, OR-ed, rank None (any), "neg" (priority below 0) or "nonneg"
+        (bunqueue GetJobs). In shared mode the jobs of every node and of the database (the
+        database's read by id, at most `limit` rows); on a database error `callback` gets
+        the Exception."""
+        e = self._engine
+
+        def keep(j) -> bool:
+            if where is None:
+                return True
+            for state, rank in where:
+                if j.state is state and (rank is None or (rank == "neg") == (j.priority < 0)):
+                    return True
+            return False
+        local = [j for j in self.jobs(queue) if keep(j)]
+        if newest_first:
+            local.reverse()
+        sh = e.shared
+        if sh is None:
+            callback(local[:limit])
+            return
+
+        def merge(rows):
+            out = sorted(local + rows, key=lambda j: j.id, reverse=newest_first)
+            return out[:limit]
+        sh.query_settled(_sr().queue_jobs, (sh.node, queue, where, newest_first, limit,
+                                            self.clock.wall_ms()), _then(callback, merge))
+
     def queue_names_global(self, callback) -> None:
         """`callback(list of str)`: queue_names(); in shared mode followed by the queues that
         have jobs (or a pause) in the database only, sorted."""

@@ -132,6 +132,33 @@ _ALL_STATES = (
     "WHERE queue = %s AND state = 'ready' AND node IS DISTINCT FROM %s) r")
 
 
+def queue_jobs(conn, node: str, queue: str, where, newest_first: bool, limit: int,
+               now_ms: int) -> list:
+    """Up to `limit` rows of `queue` not held by `node`, as JobViews, by id (descending with
+    `newest_first`); `where`: None (every state) or a list of (state, rank) filters, OR-ed:
+    rank None (any), "neg" (priority below 0) or "nonneg" (bunqueue GetJobs across nodes).
+    Index scans by id (the primary key) filtered by queue: a listing, not a worker's path."""
+    def go(cur):
+        cond, args = [], [queue, node]
+        for state, rank in where or ():
+            c = "state = %s"
+            args.append(state)
+            if rank == "neg":
+                c += " AND priority < 0"
+            elif rank == "nonneg":
+                c += " AND priority >= 0"
+            cond.append(f"({c})")
+        if where is not None and not cond:
+            return []
+        sql = _SELECT + "WHERE queue = %s AND node IS DISTINCT FROM %s"
+        if cond:
+            sql += " AND (" + " OR ".join(cond) + ")"
+        sql += f" ORDER BY id {'DESC' if newest_first else 'ASC'} LIMIT %s"
+        cur.execute(sql, (*args, limit))
+        return [row_view(dict(zip(_COLS, r)), now_ms) for r in cur.fetchall()]
+    return _run(conn, go)
+
+
 def uids_present(conn, uids: list) -> set:
     """The ones of `uids` that a row has (custom ids across nodes), through `jobs_uid`."""
     def go(cur):

@@ -195,3 +195,29 @@ def test_job_changes_reach_jobs_waiting_in_the_database(nodes):
     got = [qa.pull(q, timeout=1000)["job"]["id"] for _ in range(3)]
     assert sorted(got) == sorted([first, second, later])
     assert rows(nodes.url, "SELECT count(*) FROM jobs WHERE uid = %s", (gone,)) == [(0,)]
+
+
+def test_get_jobs_lists_every_node(nodes):
+    """GetJobs on b lists the queue's jobs wherever they are: waiting ones in the database,
+    one active on a, a completed one; filtered by state, oldest or newest first, paged."""
+    a, b = nodes(2)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    q = "list"
+    done = qa.push(q, {"n": 0})
+    assert qa.pull(q, timeout=1000)["job"]["id"] == done
+    qa.ok("ACK", id=done)
+    active = qa.push(q, {"n": 1})
+    assert qa.pull(q, owner="w", lockTtl=60_000, timeout=1000)["job"]["id"] == active
+    waiting = [qa.push(q, {"n": i}) for i in range(2, 5)]
+    urgent = qb.push(q, {"n": 9}, priority=3)
+
+    def ids(**kw):
+        r = qb.ok("GetJobs", queue=q, **kw)
+        return [j["id"] for j in r["jobs"]]
+    assert ids() == [done, active, *waiting, urgent]
+    assert ids(asc=False, limit=2) == [urgent, waiting[-1]]
+    assert ids(state="waiting") == waiting
+    assert ids(state="prioritized") == [urgent]
+    assert ids(state=["active", "completed"]) == [done, active]
+    assert ids(state="waiting", offset=1, limit=1) == [waiting[1]]
+    assert [j["state"] for j in qb.ok("GetJobs", queue=q, state="active")["jobs"]] == ["active"]

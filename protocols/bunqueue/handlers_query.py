@@ -164,27 +164,31 @@ def counts(sess, queue: str) -> dict:
     return counts_of(sess.port.job_counts(queue))
 
 
-def _global_counts(sess, queue: str, answer):
-    """`answer(counts)` for queue `queue` (Port.job_counts_global): at once on a single
-    server; in shared mode later (PENDING), spanning every node (docs/mapping.md)."""
+def _when(sess, start, answer):
+    """The reply `answer(result)` of a port operation with a callback form, `start(callback)`
+    (Port.job_counts_global, jobs_global): at once when the callback runs at once (a single
+    server), else PENDING and the reply later (shared mode, docs/mapping.md). A database
+    error (an Exception) answers `Storage unavailable`."""
     out = []
     rid = sess.rid
 
-    def got(c) -> None:
-        if isinstance(c, Exception):
-            r = err(STORAGE_UNAVAILABLE)
-        else:
-            r = answer(c)
+    def got(x) -> None:
+        r = err(STORAGE_UNAVAILABLE) if isinstance(x, Exception) else answer(x)
         if out:   # answered later: the command returned PENDING
             if not sess.closed:
                 sess.later(rid, r)
         else:
             out.append(r)
-    sess.port.job_counts_global(queue, got)
+    start(got)
     if out:
         return out[0]
     out.append(None)
     return PENDING
+
+
+def _global_counts(sess, queue: str, answer):
+    """`answer(counts)` for queue `queue` (Port.job_counts_global)."""
+    return _when(sess, lambda cb: sess.port.job_counts_global(queue, cb), answer)
 
 
 @command("GetJobCounts")
@@ -219,13 +223,37 @@ def get_counts_per_priority(sess, cmd: dict):
     return {"ok": True, "queue": queue, "counts": out}
 
 
+#: GetJobs' state names -> (canonical state, rank filter) for Port.jobs_global; "waiting",
+#: "prioritized" and "paused" depend on whether the queue is paused (_filters)
+_STATE_FILTERS = {"delayed": (DELAYED, None), "active": (RESERVED, None),
+                  "completed": (COMPLETED, None), "failed": (BURIED, None)}
+
+
+def _filters(states, paused: bool):
+    """Port.jobs_global's `where` for GetJobs' state names `states` (None: every state)."""
+    if states is None:
+        return None
+    out = []
+    for s in states:
+        if s in _STATE_FILTERS:
+            out.append(_STATE_FILTERS[s])
+        elif s == "waiting" and not paused:
+            out.append((READY, "nonneg"))
+        elif s == "prioritized" and not paused:
+            out.append((READY, "neg"))
+        elif s == "paused" and paused:
+            out.append((READY, None))
+    return out
+
+
 @command("GetJobs")
 def get_jobs(sess, cmd: dict):
     """Jobs of the queue, oldest first (`asc` false: newest first), filtered by `state`: one
     state name or a list of them (an empty list: every state); while the queue is paused, its
     waiting and prioritized jobs are in state "paused" for the filter. Each Job object carries
     `state`, `returnvalue` and `failedReason` (reference handlers/query.js handleGetJobs and
-    application/operations/query/pagination.js getJobs)."""
+    application/operations/query/pagination.js getJobs). In shared mode the jobs of every
+    node and of the database (docs/mapping.md)."""
     e = sess.port
     queue = queue_name(cmd.get("queue"))
     state = cmd.get("state")
@@ -233,26 +261,21 @@ def get_jobs(sess, cmd: dict):
     offset = cmd.get("offset")
     limit = int(limit) if limit.__class__ in (int, float) and limit >= 0 else 100
     offset = int(offset) if offset.__class__ in (int, float) and offset >= 0 else 0
-    jobs = e.jobs(queue)
-    if cmd.get("asc") is False:
-        jobs.reverse()
     states = None
     if state.__class__ is list:
         states = set(state) if state else None
     elif state:
         states = {state}
-    if states is not None:
-        qv = e.queue(queue)
-        paused = qv is not None and qv.paused
-
-        def logical(j) -> str:
-            s = state_name(j)
-            return "paused" if paused and s in ("waiting", "prioritized") else s
-        jobs = [j for j in jobs if logical(j) in states]
-    jobs = jobs[offset:offset + limit]
+    qv = e.queue(queue)
+    where = _filters(states, qv is not None and qv.paused)
     single = state if state.__class__ is str and state else None
-    return Spliced({"ok": True}, [("jobs", _array([job_body(j, full=True, state=single)
-                                                   for j in jobs]))])
+
+    def answer(jobs):
+        jobs = jobs[offset:offset + limit]
+        return Spliced({"ok": True}, [("jobs", _array([job_body(j, full=True, state=single)
+                                                       for j in jobs]))])
+    return _when(sess, lambda cb: e.jobs_global(queue, where, cmd.get("asc") is False,
+                                                offset + limit, cb), answer)
 
 
 #: How long the reference keeps a DLQ entry (its default maxAge, 7 days; reported only: jobgate
