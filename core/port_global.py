@@ -147,8 +147,8 @@ class GlobalOps:
                     callback) -> None:
         """`callback(list of JobView)`: the first `limit` jobs of `queue` by id (descending
         with `newest_first`) among those `where` selects: None (every state) or a list of
-        (state, rank) filters, OR-ed, rank None (any), "neg" (priority below 0) or "nonneg"
-        (bunqueue GetJobs). In shared mode the jobs of every node and of the database (the
+        (state, rank) filters, OR-ed, rank None (any), "neg" (priority below 0), "nonneg",
+        "blocked" (waiting for dependencies) or "free" (not blocked) (bunqueue GetJobs). In shared mode the jobs of every node and of the database (the
         database's read by id, at most `limit` rows); on a database error `callback` gets
         the Exception."""
         e = self._engine
@@ -157,7 +157,11 @@ class GlobalOps:
             if where is None:
                 return True
             for state, rank in where:
-                if j.state is state and (rank is None or (rank == "neg") == (j.priority < 0)):
+                if j.state is not state:
+                    continue
+                if rank is None or (rank == "neg" and j.priority < 0) or (
+                        rank == "nonneg" and j.priority >= 0) or (
+                        rank == "blocked" and j.blocked) or (rank == "free" and not j.blocked):
                     return True
             return False
         local = [j for j in self.jobs(queue) if keep(j)]

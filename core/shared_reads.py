@@ -136,7 +136,8 @@ def queue_jobs(conn, node: str, queue: str, where, newest_first: bool, limit: in
                now_ms: int) -> list:
     """Up to `limit` rows of `queue` not held by `node`, as JobViews, by id (descending with
     `newest_first`); `where`: None (every state) or a list of (state, rank) filters, OR-ed:
-    rank None (any), "neg" (priority below 0) or "nonneg" (bunqueue GetJobs across nodes).
+    rank None (any), "neg" (priority below 0), "nonneg", "blocked" (none in the database) or
+    "free" (bunqueue GetJobs across nodes).
     Index scans by id (the primary key) filtered by queue: a listing, not a worker's path."""
     def go(cur):
         cond, args = [], [queue, node]
@@ -147,6 +148,8 @@ def queue_jobs(conn, node: str, queue: str, where, newest_first: bool, limit: in
                 c += " AND priority < 0"
             elif rank == "nonneg":
                 c += " AND priority >= 0"
+            elif rank == "blocked":   # dependencies are refused in shared mode: none stored
+                c += " AND FALSE"
             cond.append(f"({c})")
         if where is not None and not cond:
             return []

@@ -225,8 +225,9 @@ def get_counts_per_priority(sess, cmd: dict):
 
 #: GetJobs' state names -> (canonical state, rank filter) for Port.jobs_global; "waiting",
 #: "prioritized" and "paused" depend on whether the queue is paused (_filters)
-_STATE_FILTERS = {"delayed": (DELAYED, None), "active": (RESERVED, None),
-                  "completed": (COMPLETED, None), "failed": (BURIED, None)}
+_STATE_FILTERS = {"delayed": (DELAYED, "free"), "waiting-children": (DELAYED, "blocked"),
+                  "active": (RESERVED, None), "completed": (COMPLETED, None),
+                  "failed": (BURIED, None)}
 
 
 def _filters(states, paused: bool):
