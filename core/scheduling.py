@@ -118,7 +118,16 @@ class Scheduling:
 
     # ----------------------------------------------------------------- timers
     def next_due(self):
-        """Monotonic ms of the earliest timer, or None when there is none."""
+        """Monotonic ms of the earliest timer, or None when there is none. Entries at the top
+        of the lazy heaps that tick() would skip (a waiter served or gone, a job moved on)
+        are dropped first, so that the gateway does not wake for them: a reserve served at
+        once leaves its timeout entry behind, one wake per reserve otherwise."""
+        h = self._timers
+        while h and h[0][3].done:
+            heappop(h)
+        for h in (self._delayed, self._reserved):
+            while h and h[0][3].hver != h[0][2]:
+                heappop(h)
         due = _INF
         for h in (self._delayed, self._reserved, self._timers, self._pauses, self._expiry,
                   self._limit_timers):

@@ -71,6 +71,11 @@ class SharedNode:
         # the new one's (a tie would compare Job objects): each claim starts 2**16 higher
         self._hver = 1 << 32
         self.claimed = 0              # jobs claimed from it
+        # queues whose last claim found fewer rows than it asked for and that no ready
+        # notification named since: a reserver starting to wait for one claims nothing
+        # (the NOTIFY of the next ready row, or the poll, claims for it); see found()
+        self.emptied: set = set()
+        self._asked: dict = {}        # the demand of the claim running now (found())
         self.fresh: list = []         # jobs claimed since the last commit (spill candidates)
 
     # ---------------------------------------------------------------- queries
@@ -206,6 +211,34 @@ class SharedNode:
         q = self.e.queues.get(queue)
         return q is not None and q.waiting > 0
 
+    def hint(self, queue: str) -> None:
+        """A ready notification named `queue`: the database may hold claimable rows of it
+        again (it leaves `emptied`, and the claim running now cannot put it back)."""
+        self.emptied.discard(queue)
+        self._asked.pop(queue, None)
+
+    def forget_emptied(self) -> None:
+        """Notifications may have been missed (the poll, a reconnected listener): the next
+        round claims for every queue reservers wait for."""
+        self.emptied.clear()
+        self._asked = {}
+
+    def found(self, rows: list) -> None:
+        """The claim of this round committed and brought `rows`: each queue it got fewer
+        rows of than it asked for had no more claimable rows when the claim ran, and stays
+        `emptied` until a notification names it (hint) or the next forget_emptied(). Every
+        change that makes a row claimable NOTIFYs its queue at its commit, and a commit the
+        claim did not see notifies after the round started, so no ready row is missed."""
+        asked, self._asked = self._asked, {}
+        if not asked:
+            return
+        got: dict = {}
+        for r in rows:
+            got[r["queue"]] = got.get(r["queue"], 0) + 1
+        for name, n in asked.items():
+            if got.get(name, 0) < n:
+                self.emptied.add(name)
+
     def want_more(self, queues: list, n: int) -> None:
         """A waiting batch reserve (bunqueue PULLB) will take `n` more jobs of `queues` than
         one when it wakes: the next claim round brings them (then forgotten)."""
@@ -241,12 +274,17 @@ class SharedNode:
         self.wait_started()
 
     def start_round(self) -> dict:
-        """A claim round starts now: its demand (see demand()); the probes waiting now are
-        answered by this round (end_probes), later ones by the next."""
+        """A claim round starts now: its demand (see demand()) without the `emptied` queues
+        unless a probe waits (a probe answers TIMED_OUT only after a claim, which sees
+        every committed row); the probes waiting now are answered by this round
+        (end_probes), later ones by the next."""
         self.in_round += self.probes
         self.probes = []
         d = self.demand()
         self.more = {}
+        if self.emptied and not self.in_round:
+            d = {name: n for name, n in d.items() if name not in self.emptied}
+        self._asked = dict(d)
         return d
 
     def end_probes(self) -> None:

@@ -65,7 +65,7 @@ class SharedLink:
         self.clock = clock
         self.node = port.share(store.node)
         self.node.set_block(store.first_block)
-        self.node.on_demand = self.want
+        self.node.on_demand = self._want
         self.node.on_ids = self._want_ids
         self.node.on_query = self._query
         self.relay = self.node.events     # events across nodes (core/shared_events.py)
@@ -89,7 +89,14 @@ class SharedLink:
 
     # ------------------------------------------------------------- on the loop
     def want(self) -> None:
-        """Claim for the waiting reservers soon (event-loop thread)."""
+        """Claim for every queue reservers wait for here, soon (event-loop thread): the poll
+        and a reconnected listener, when notifications may have been missed."""
+        self.node.forget_emptied()
+        self._want()
+
+    def _want(self) -> None:
+        """Claim soon for the waiting reservers of the queues that may hold claimable rows
+        (core.shared.SharedNode.emptied): a reserver starting to wait, a notification."""
         if self.pending:
             self.again = True
             return
@@ -101,13 +108,17 @@ class SharedLink:
         self.again = False
         self.tasks.put(("claim", demand))
 
-    def _claimed(self, rows: list) -> None:
+    def _claimed(self, rows) -> None:
         self.pending = False
         self.claims += 1
+        if rows is None:   # the claim failed: no queue is known to be empty
+            rows = []
+        else:
+            self.node.found(rows)
         self.claimed += len(rows)
         left = self.node.load(rows)
         if self.again or (rows and not left):
-            self.want()   # more waiters came, or the queue may hold more
+            self._want()   # more waiters came, or the queue may hold more
 
     def _query(self, fn, args: tuple, callback) -> None:
         self.tasks.put(("call", (fn, args, callback)))
@@ -124,8 +135,9 @@ class SharedLink:
 
     def _hint(self, queue_name: str) -> None:
         self.notified += 1
+        self.node.hint(queue_name)
         if self.node.waits_for(queue_name):
-            self.want()
+            self._want()
 
     def _flush_soon(self) -> None:
         """Events wait to be relayed to other nodes (called inside an engine operation):
@@ -251,7 +263,7 @@ class SharedLink:
                         pass
                     conn = None
                 if kind == "claim":
-                    self._post(self._claimed, [])
+                    self._post(self._claimed, None)
                 elif kind == "ids":
                     self._post(self._ids_failed)
                 elif kind == "call":

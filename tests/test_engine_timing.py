@@ -67,6 +67,24 @@ def test_wakeup_called_when_an_earlier_timer_is_armed(eng):
     assert eng.next_due() == T0 + 1000
 
 
+def test_next_due_skips_timers_of_served_waiters_and_finished_jobs(eng):
+    """A reserve served at once leaves its timeout entry in the lazy timer heap, a job
+    deleted before its TTR its deadline entry: next_due() (when the gateway's ticker wakes
+    next) skips both instead of waking for them."""
+    o, cb = Owner("beanstalk"), Calls()
+    assert isinstance(eng.reserve(o, ["default"], 1000, cb), Waiter)
+    j = put(eng, ttr=5000)               # served at once: its 1 s timeout entry is stale
+    assert cb.results == [j]
+    assert eng.next_due() == T0 + 5000   # the job's TTR, not the served reserve's timeout
+    assert eng.delete(o, j.id) is True
+    assert eng.next_due() is None        # nothing left to wake for
+    w = eng.reserve(o, ["default"], 2000, cb)
+    assert isinstance(w, Waiter)
+    assert eng.next_due() == T0 + 2000   # a live timeout still counts
+    step(eng, 2000)
+    assert cb.results == [j, TIMED_OUT]
+
+
 # --------------------------------------------------------------------------- TTR
 def test_ttr_expiry_returns_job_to_ready_without_owner_action(eng, journal):
     """The owner reserves and then does nothing at all: the job still times out at its deadline

@@ -268,6 +268,44 @@ def test_shared_metrics(nodes, pg_url, tmp_path):
         b.stop()
 
 
+def test_a_queue_a_claim_found_empty_is_claimed_again_only_when_notified(nodes, pg_url,
+                                                                         tmp_path):
+    """A reserver starting to wait for a queue that the last claim found empty, with no
+    notification since, runs no claim (the queue's next ready row NOTIFYs it); a probe
+    (reserve-with-timeout 0) still claims, and a put on another node wakes the waiter."""
+    import urllib.request
+
+    from .support import free_port
+    (a,) = nodes(1)
+    http = free_port()
+    cfg = tmp_path / "e.yaml"
+    cfg.write_text("database:\n  mode: shared\n  poll_interval_ms: 60000\n")
+    b = Server(pg_url, extra=["--config", str(cfg), "--listen", f"http=127.0.0.1:{http}"])
+
+    def claims() -> float:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{http}/metrics", timeout=5).read()
+        line = [x for x in text.splitlines() if x.startswith(b"jobgate_shared_claims_total ")]
+        return float(line[0].split()[1])
+    try:
+        cb = bean(b, "ez")
+        with pytest.raises(greenstalk.TimedOutError):
+            cb.reserve(timeout=1)      # claims once: nothing there
+        first = claims()
+        assert first >= 1
+        with pytest.raises(greenstalk.TimedOutError):
+            cb.reserve(timeout=1)      # the queue was found empty, nothing notified since
+        assert claims() == first
+        with pytest.raises(greenstalk.TimedOutError):
+            cb.reserve(timeout=0)      # a probe claims all the same
+        assert claims() == first + 1
+        jid = bean(a, "ez").put(b"e")  # spilled on a: NOTIFY, b claims for its waiter
+        j = cb.reserve(timeout=5)
+        assert (j.id, j.body) == (jid, b"e")
+        assert claims() >= first + 2
+    finally:
+        b.stop()
+
+
 def test_pullb_takes_a_batch_claimed_from_the_database(nodes):
     """bunqueue PULLB on node b with a timeout takes several jobs pushed on node a in one
     reply (one claim brings the batch)."""
