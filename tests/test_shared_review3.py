@@ -29,3 +29,49 @@ def test_result_wait_of_a_uidless_job_survives_its_spill(nodes):
     c.release(job)
     assert w.reply() == b"-TIMEOUT\r\n"
     assert time.monotonic() - t0 > 1.0
+
+
+def test_a_command_about_a_job_whose_spill_is_being_committed_finds_it(nodes):
+    """Job X, active on a, is moved back to waiting (MoveToWait): a's next commit gives it
+    back (spill: out of the engine at once, its row written by the commit). While that
+    commit is in flight (held here by a row lock another session takes on X's row), a
+    ChangePriority of X on a does not find X in the engine, and `reach` (a plain query, not
+    settled) sees X's row still held by a: it neither takes it nor names a holder, so a
+    answers `Job not found` for a job that exists (a single server changes it)."""
+    import sqlalchemy as sa
+
+    from .bunqueue_support import BQ
+
+    (a,) = nodes(1)
+    w, c = BQ(a.bunqueue_port), BQ(a.bunqueue_port, timeout=10)
+    q = "spw"
+    x = w.push(q, {"n": 1})
+    tok = w.pull(q, owner="w", lockTtl=60_000, timeout=1000)["token"]
+    eng = sa.create_engine(nodes.url, poolclass=sa.pool.NullPool)
+    ext = eng.connect()
+    try:
+        ext.exec_driver_sql("SELECT 1 FROM jobs WHERE uid = %s FOR UPDATE", (x,))
+        w.send({"cmd": "MoveToWait", "id": x, "token": tok, "reqId": "mv"})
+        deadline = time.monotonic() + 5
+        with eng.connect() as mon:   # until a's writer waits for the row lock
+            while time.monotonic() < deadline:
+                n = mon.exec_driver_sql(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    "AND datname = current_database()").scalar()
+                mon.commit()
+                if n:
+                    break
+                time.sleep(0.02)
+            assert n, "a's commit never waited for the row lock"
+        c.send({"cmd": "ChangePriority", "id": x, "priority": 7, "reqId": "cp"})
+        try:
+            early = c.recv_reply("cp", 2.0)
+        except TimeoutError:
+            early = None
+    finally:
+        ext.rollback()
+        ext.close()
+    r = early if early is not None else c.recv_reply("cp")
+    r.pop("reqId", None)
+    assert r == {"ok": True}, r
+    assert w.recv_reply("mv")["ok"] is True
