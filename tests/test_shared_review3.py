@@ -73,5 +73,5 @@ def test_a_command_about_a_job_whose_spill_is_being_committed_finds_it(nodes):
         ext.close()
     r = early if early is not None else c.recv_reply("cp")
     r.pop("reqId", None)
-    assert r == {"ok": True}, r
+    assert r.get("ok") is True, r
     assert w.recv_reply("mv")["ok"] is True
