@@ -75,3 +75,50 @@ def test_a_command_about_a_job_whose_spill_is_being_committed_finds_it(nodes):
     r.pop("reqId", None)
     assert r.get("ok") is True, r
     assert w.recv_reply("mv")["ok"] is True
+
+
+def _writer_blocked(eng) -> bool:
+    """True once a session of the test database waits for a lock (polled up to 5 s)."""
+    deadline = time.monotonic() + 5
+    with eng.connect() as mon:
+        while time.monotonic() < deadline:
+            n = mon.exec_driver_sql(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "AND datname = current_database()").scalar()
+            mon.commit()
+            if n:
+                return True
+            time.sleep(0.02)
+    return False
+
+
+def test_a_workq_id_added_twice_on_one_node_during_its_commit_is_a_duplicate(nodes):
+    """workq `add U` on a; while the commit that inserts U's row is in flight (held here by
+    a lock on a's commit mark row), another connection's `add U` on a: U left the engine at
+    that commit's take (spill) and its row is not visible yet, so uids_taken_global (a plain
+    query) finds nothing and a second job with id U is put. A single server answers
+    Duplicate job; afterwards two rows have uid U."""
+    import sqlalchemy as sa
+
+    from .workq_support import add_cmd, new_uid
+
+    (a,) = nodes(1)
+    c1, c2 = WorkqRaw(a.workq_port, timeout=10), WorkqRaw(a.workq_port, timeout=10)
+    c1.cmd(add_cmd(new_uid(), "dup", b"warm"))   # the node's id block and commit mark exist
+    eng = sa.create_engine(nodes.url, poolclass=sa.pool.NullPool)
+    ext = eng.connect()
+    uid = new_uid()
+    try:
+        ext.exec_driver_sql("SELECT 1 FROM jobgate_meta WHERE key LIKE 'commit_seq:%%' "
+                            "FOR UPDATE")
+        c1.send(add_cmd(uid, "dup", b"one"))
+        assert _writer_blocked(eng), "a's commit never waited for the lock"
+        c2.send(add_cmd(uid, "dup", b"two"))
+        time.sleep(0.5)   # c2's check runs while the commit is held (order, not timing)
+    finally:
+        ext.rollback()
+        ext.close()
+    assert c1.reply() == b"+OK\r\n"
+    assert c2.reply() == b"-CLIENT-ERROR Duplicate job\r\n"
+    with eng.connect() as m:
+        assert m.exec_driver_sql("SELECT count(*) FROM jobs WHERE uid = %s", (uid,)).scalar() == 1
