@@ -122,3 +122,15 @@ def test_a_workq_id_added_twice_on_one_node_during_its_commit_is_a_duplicate(nod
     assert c2.reply() == b"-CLIENT-ERROR Duplicate job\r\n"
     with eng.connect() as m:
         assert m.exec_driver_sql("SELECT count(*) FROM jobs WHERE uid = %s", (uid,)).scalar() == 1
+
+
+def test_workq_complete_of_a_beanstalk_job_in_the_database(nodes):
+    """workq `complete` names any job by its uid, a beanstalk job by its derived uid, in any
+    state (a single server completes a ready one). A ready beanstalk job waits in the
+    database (spilled): `reach` looks rows up by uid only, beanstalk rows have none, so the
+    job is neither taken nor located and the node answers -NOT-FOUND."""
+    (a,) = nodes(1)
+    c = bean(a, "dq2")
+    jid = c.put(b"x")
+    w = WorkqRaw(a.workq_port, timeout=10)
+    assert w.cmd(b"complete %s 2\r\nok\r\n" % derived_uid(jid).encode()) == b"+OK\r\n"
