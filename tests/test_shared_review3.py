@@ -134,3 +134,22 @@ def test_workq_complete_of_a_beanstalk_job_in_the_database(nodes):
     jid = c.put(b"x")
     w = WorkqRaw(a.workq_port, timeout=10)
     assert w.cmd(b"complete %s 2\r\nok\r\n" % derived_uid(jid).encode()) == b"+OK\r\n"
+
+
+def test_reserve_job_of_an_id_past_bigint(nodes):
+    """beanstalk `reserve-job <id>` accepts any u64; in shared mode the id goes to the
+    database (reach_ids): a single server answers NOT_FOUND for an id it never handed out."""
+    import socket
+    (a,) = nodes(1)
+    s = socket.create_connection(("127.0.0.1", a.port), timeout=10)
+    try:
+        s.sendall(b"reserve-job 18446744073709551615\r\nreserve-job 9223372036854775807\r\n")
+        buf = b""
+        while buf.count(b"\r\n") < 2:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            buf += chunk
+    finally:
+        s.close()
+    assert buf == b"NOT_FOUND\r\nNOT_FOUND\r\n"
