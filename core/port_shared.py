@@ -119,4 +119,4 @@ class SharedOps:
 
         def got(found):
             callback(found if isinstance(found, Exception) else local | found)
-        e.shared.query(uids_present, (rest,), got)
+        e.shared.query_settled(uids_present, (rest,), got)

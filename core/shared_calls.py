@@ -111,7 +111,7 @@ class Calls:
                 if n is not None and n != self.number:
                     out[uid] = n
             callback(out)
-        self.node.query(reach, (self.node.node, uids, by), got)
+        self.node.query_settled(reach, (self.node.node, uids, by), got)
 
     def send(self, to: int, dialect: str, body: bytes, principal, callback) -> None:
         """Run `body` (a command of `dialect`) on node `to`; `callback(reply bytes | None)`
