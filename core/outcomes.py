@@ -267,6 +267,7 @@ class Outcomes:
             job = self.jobs.get(w.job_id)
             if job is not None and job.state is RESERVED and job.deadline > now:
                 w.phase = 1   # a worker has it: wait for its result until the TTR deadline
+                w.at = job.deadline
                 heappush(self._timers, (job.deadline, w.seq, 2, w))
                 self._arm(job.deadline)
                 return

@@ -33,6 +33,7 @@ import secrets
 import msgpack
 
 from .shared_events import Joiner, cut, publish
+from .model import derived_uid, parse_derived_uid
 from .shared_reads import _COLS, _run
 
 #: the channel of forwarded commands and their replies
@@ -50,18 +51,27 @@ def reach(conn, node: str, uids: list, by: str = "uid") -> tuple:
     others. `by`: "uid" (`uids` are uids, through `jobs_uid`) or "id" (job ids, through the
     primary key). Returns (rows taken as dicts of the jobs columns, {uid or id: name of the
     node holding it}); one transaction."""
-    col = "id" if by == "id" else "uid"
+    if by == "id":
+        ids, real = list(uids), []
+    else:   # a job created without a client uid (beanstalk) is named by its derived uid
+        ids = [i for i in map(parse_derived_uid, uids) if i is not None]
+        real = [u for u in uids if parse_derived_uid(u) is None]
 
     def go(cur):
-        cur.execute(_TAKE.format(col=col), (node, list(uids)))
+        cur.execute(_TAKE, (node, real, ids))
         taken = [dict(zip(_COLS, r)) for r in cur.fetchall()]
-        cur.execute(f"SELECT {col}, node FROM jobs WHERE {col} = ANY(%s) AND node IS NOT NULL "
-                    "AND node <> %s", (list(uids), node))
-        return taken, dict(cur.fetchall())
+        cur.execute("SELECT id, uid, node FROM jobs WHERE " + _WHICH + " AND node IS NOT NULL "
+                    "AND node <> %s", (real, ids, node))
+        held = {}
+        for id, uid, name in cur.fetchall():
+            held[id if by == "id" else (uid if uid is not None else derived_uid(id))] = name
+        return taken, held
     return _run(conn, go)
 
 
-_TAKE = ("UPDATE jobs SET node = %s WHERE {col} = ANY(%s) AND node IS NULL AND state IN "
+#: the rows named by client uid (first parameter) or, without one, by id (second)
+_WHICH = "(uid = ANY(%s) OR (id = ANY(%s) AND uid IS NULL))"
+_TAKE = ("UPDATE jobs SET node = %s WHERE " + _WHICH + " AND node IS NULL AND state IN "
          "('ready', 'delayed', 'buried', 'completed') RETURNING " + ", ".join(_COLS))
 
 

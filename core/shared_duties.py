@@ -7,7 +7,7 @@ Errors: the driver's (psycopg.Error).
 """
 from __future__ import annotations
 
-from .shared_reads import DONE_CHANNEL, HISTORY_ROWS, READY_CHANNEL
+from .shared_reads import DONE_CHANNEL, HISTORY_ROWS, READY_CHANNEL, UID_SQL
 
 #: advisory lock class (first int4 key) of a node's liveness lock; the second key is the node's
 #: number. "jgnd" in ASCII.
@@ -66,7 +66,7 @@ class LeaderDuties:
             "WHERE expires_at_ms <= %s AND state <> 'reserved' LIMIT %s "
             "FOR UPDATE SKIP LOCKED) RETURNING id, queue, reserves, uid, priority, payload), "
             f"e AS ({HISTORY_ROWS}) "
-            f"SELECT count(*), count(pg_notify('{DONE_CHANNEL}', uid)) FROM u",
+            f"SELECT count(*), count(pg_notify('{DONE_CHANNEL}', {UID_SQL})) FROM u",
             (now_ms, limit, "jobgate", "ttl-evict", now_ms))
         n = cur.fetchone()[0]
         cur.close()
@@ -129,16 +129,17 @@ class LeaderDuties:
         conn.commit()
         n = 0
         for num in numbers:
-            if num == self.number or num in done:
+            if num == self.number:
                 continue
             cur.execute("SELECT pg_try_advisory_lock(%s, %s)", (NODE_LOCK_CLASS, num))
             if cur.fetchone()[0]:
                 cur.execute("SELECT pg_advisory_unlock(%s, %s)", (NODE_LOCK_CLASS, num))
                 seen[num] = seen.get(num, 0) + 1
-            else:
+            else:   # alive (again): taken for gone once more only after GONE_ROUNDS free
                 seen.pop(num, None)
+                done.discard(num)
             conn.commit()
-            if seen.get(num, 0) < GONE_ROUNDS:
+            if num in done or seen.get(num, 0) < GONE_ROUNDS:
                 continue
             cur.execute(
                 "WITH u AS (UPDATE jobs SET node = NULL WHERE node LIKE %s "

@@ -26,8 +26,8 @@ from types import MappingProxyType
 import msgpack
 
 from . import schema
-from .model import (BURIED, COMPLETED, DELAYED, READY, RESERVED, URGENT_RANK, JobView,
-                    LeaseView, derived_uid)
+from .model import (BURIED, COMPLETED, DELAYED, READY, RESERVED, UID_PREFIX, URGENT_RANK,
+                    JobView, LeaseView, derived_uid, parse_derived_uid)
 
 #: the NOTIFY channels of shared mode: a queue got a ready job (payload: the queue name); a
 #: job got its result or was deleted (payload: its uid: core/shared_results.py)
@@ -37,6 +37,12 @@ DONE_CHANNEL = "jobgate_done"
 _COLS = tuple(c.name for c in schema.jobs.columns)
 _SELECT = "SELECT " + ", ".join(_COLS) + " FROM jobs "
 _STATES = {s: s for s in (DELAYED, READY, RESERVED, BURIED, COMPLETED)}
+#: SQL of a row's uid as the dialects name it: its client uid, else the uid derived from its
+#: id (core.model.derived_uid: UID_PREFIX, the 18 hex digits of the id cut 3-3-12 around
+#: "-8"), for rows `u` that returned `id` and `uid` (jobgate_done notifications)
+UID_SQL = ("COALESCE(uid, '" + UID_PREFIX + "' || substr(lpad(to_hex(id), 18, '0'), 1, 3) "
+           "|| '-8' || substr(lpad(to_hex(id), 18, '0'), 4, 3) || '-' || "
+           "substr(lpad(to_hex(id), 18, '0'), 7))")
 #: history rows of jobs an UPDATE/DELETE ... RETURNING `u` changed
 HISTORY_ROWS = ("INSERT INTO job_events (job_id, queue, dialect, event, at_ms, attempt, uid, "
            "priority, payload_size, worker, error) SELECT id, queue, %s, %s, %s, reserves, uid, "
@@ -191,8 +197,13 @@ def job(conn, id: int, now_ms: int) -> JobView | None:
 def job_uid(conn, uid: str, now_ms: int) -> JobView | None:
     """The job whose uid is `uid` as a JobView (see row_view), or None when it has no row
     (result waits and job reads of a job another node holds)."""
+    id = parse_derived_uid(uid)
+
     def go(cur):
-        cur.execute(_SELECT + "WHERE uid = %s", (uid,))
+        if id is None:
+            cur.execute(_SELECT + "WHERE uid = %s", (uid,))
+        else:   # a job created without a client uid (beanstalk) is named by its id
+            cur.execute(_SELECT + "WHERE id = %s AND uid IS NULL", (id,))
         r = cur.fetchone()
         return None if r is None else row_view(dict(zip(_COLS, r)), now_ms)
     return _run(conn, go)
@@ -333,11 +344,14 @@ def delete_uid(conn, uid: str, queue: str | None, dialect: str, now_ms: int,
     was one. A node that held it finds its row gone: its later writes of it match nothing."""
     def go(cur):
         ev = f", e AS ({HISTORY_ROWS})" if history else ""
+        id = parse_derived_uid(uid)
+        which = "uid = %s" if id is None else "id = %s AND uid IS NULL"
         cur.execute(
-            "WITH u AS (DELETE FROM jobs WHERE uid = %s AND (%s::text IS NULL OR queue = %s) "
+            f"WITH u AS (DELETE FROM jobs WHERE {which} AND (%s::text IS NULL OR queue = %s) "
             f"RETURNING id, queue, reserves, uid, priority, payload){ev} "
-            f"SELECT count(*), count(pg_notify('{DONE_CHANNEL}', uid)) FROM u",
-            (uid, queue, queue) + ((dialect, "delete", now_ms) if history else ()))
+            f"SELECT count(*), count(pg_notify('{DONE_CHANNEL}', {UID_SQL})) FROM u",
+            (uid if id is None else id, queue, queue)
+            + ((dialect, "delete", now_ms) if history else ()))
         return cur.fetchone()[0] > 0
     return _run(conn, go)
 

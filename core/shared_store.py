@@ -33,7 +33,7 @@ from .shared import ID_BLOCK
 from .shared_duties import NODE_LOCK_CLASS, LeaderDuties
 from .shared_calls import CALLS_CHANNEL
 from .shared_events import EVENTS_CHANNEL, SUBS_CHANNEL
-from .shared_reads import DONE_CHANNEL, READY_CHANNEL
+from .shared_reads import DONE_CHANNEL, READY_CHANNEL, UID_SQL
 from .storage import Store
 from .storage_upkeep import PG_LOCK_KEY
 from .store_port import StoreLocked
@@ -244,11 +244,11 @@ class SharedStore(LeaderDuties, Store):
                 "lease_until_ms = CASE WHEN state = 'reserved' THEN COALESCE("
                 "(SELECT until FROM l WHERE l.id = jobs.id), lease_until_ms, %s + ttr_ms) END "
                 f"WHERE id = ANY(%s){self._mine} "
-                "RETURNING queue, state, uid, result IS NOT NULL AS fin, node) "
+                "RETURNING id, queue, state, uid, result IS NOT NULL AS fin, node) "
                 f"SELECT count(pg_notify('{READY_CHANNEL}', q)) FROM "
                 "(SELECT DISTINCT queue AS q FROM u WHERE state = 'ready' AND node IS NULL) s "
-                f"UNION ALL SELECT count(pg_notify('{DONE_CHANNEL}', uid)) FROM u "
-                "WHERE fin AND uid IS NOT NULL",
+                f"UNION ALL SELECT count(pg_notify('{DONE_CHANNEL}', {UID_SQL})) FROM u "
+                "WHERE fin",
                 (list(b.leases[0]), list(b.leases[1]), self.node, _wall_ms(), ids))
 
     def delete_jobs(self, conn, ids: list) -> None:
@@ -256,9 +256,8 @@ class SharedStore(LeaderDuties, Store):
         on another node learns that the job is gone: core/shared_results.py)."""
         if ids:
             conn.exec_driver_sql(
-                f"WITH d AS (DELETE FROM jobs WHERE id = ANY(%s){self._mine} RETURNING uid) "
-                f"SELECT count(pg_notify('{DONE_CHANNEL}', uid)) FROM d "
-                "WHERE uid IS NOT NULL", (ids,))
+                f"WITH d AS (DELETE FROM jobs WHERE id = ANY(%s){self._mine} RETURNING id, "
+                f"uid) SELECT count(pg_notify('{DONE_CHANNEL}', {UID_SQL})) FROM d", (ids,))
 
     # ---------------------------------------------------------- node's reads
     def claim(self, conn, demand: dict, now_ms: int) -> list:

@@ -1,5 +1,7 @@
-"""Review 3 of the shared-mode `reach` / take_over work: failing tests for findings.
-Real node processes (tests/shared_support.py). Needs JOBGATE_TEST_PG_URL."""
+"""Shared mode (issue 19): regressions found by the third review (of `reach`, take_over and
+the workq id check), on real node processes (tests/shared_support.py); each failed before
+its fix. The docstrings tell what went wrong. The short sleeps order commands sent on
+different connections (nothing is timed by them). Needs JOBGATE_TEST_PG_URL."""
 from __future__ import annotations
 
 import time

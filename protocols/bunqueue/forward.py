@@ -124,7 +124,10 @@ def forward(sess, name: str, cmd: dict, handler, rid, uids: list) -> None:
     def located(where) -> None:
         if sess.closed:
             return
-        if isinstance(where, Exception) or not where:
+        if isinstance(where, Exception):
+            sess.later(rid, err(STORAGE_UNAVAILABLE))
+            return
+        if not where:
             _here(sess, handler, name, cmd, rid)
             return
         if FORWARDED[name] == "id":
