@@ -252,12 +252,16 @@ class SharedStore(LeaderDuties, Store):
                 (list(b.leases[0]), list(b.leases[1]), self.node, _wall_ms(), ids))
 
     def delete_jobs(self, conn, ids: list) -> None:
-        """Remove deleted jobs' rows and NOTIFY jobgate_done with each uid (a result waiter
-        on another node learns that the job is gone: core/shared_results.py)."""
+        """Remove deleted jobs' rows and NOTIFY jobgate_done with each client uid (a result
+        waiter on another node learns that the job is gone: core/shared_results.py). Jobs
+        without one (beanstalk's, named by a derived uid) are not announced: a notification
+        per beanstalk delete would wake every node's listener for nothing; a wait for such a
+        job on another node ends at its timeout."""
         if ids:
             conn.exec_driver_sql(
-                f"WITH d AS (DELETE FROM jobs WHERE id = ANY(%s){self._mine} RETURNING id, "
-                f"uid) SELECT count(pg_notify('{DONE_CHANNEL}', {UID_SQL})) FROM d", (ids,))
+                f"WITH d AS (DELETE FROM jobs WHERE id = ANY(%s){self._mine} RETURNING uid) "
+                f"SELECT count(pg_notify('{DONE_CHANNEL}', uid)) FROM d "
+                "WHERE uid IS NOT NULL", (ids,))
 
     # ---------------------------------------------------------- node's reads
     def claim(self, conn, demand: dict, now_ms: int) -> list:
