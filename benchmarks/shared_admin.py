@@ -22,7 +22,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from shared_common import Conn, pct, shared_nodes  # noqa: E402
+from shared_common import Conn, pct, pg_option, shared_nodes  # noqa: E402
 
 
 def reply(c: Conn) -> bytes:
@@ -65,9 +65,7 @@ def timed(c: Conn, data: bytes, rounds: int, check=None) -> list:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--pg", default=os.environ.get(
-        "JOBGATE_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"),
-        help="an admin URL of the PostgreSQL server (a database is created and dropped)")
+    pg_option(ap)
     ap.add_argument("--jobs", type=int, default=10_000, help="ready jobs in tube t")
     ap.add_argument("--tubes", type=int, default=100, help="other tubes (10 jobs each)")
     ap.add_argument("--rounds", type=int, default=200)

@@ -68,6 +68,13 @@ def start_node(url: str, cfg: str, bunqueue_port: int | None = None
     raise SystemExit("node did not start")
 
 
+def pg_option(ap) -> None:
+    """Add --pg (an admin URL of the PostgreSQL server) to argparse parser `ap`."""
+    ap.add_argument("--pg", default=os.environ.get(
+        "JOBGATE_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"),
+        help="an admin URL of the PostgreSQL server (a database is created and dropped)")
+
+
 def pct(vals: list, q: float) -> float:
     v = sorted(vals)
     return v[min(len(v) - 1, int(q * len(v)))]

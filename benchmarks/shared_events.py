@@ -27,7 +27,7 @@ import time
 import msgpack
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from shared_common import shared_nodes  # noqa: E402
+from shared_common import pg_option, shared_nodes  # noqa: E402
 
 
 def frame(obj) -> bytes:
@@ -83,9 +83,7 @@ def push_all(prod: Frames, queue: str, jobs: int) -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--pg", default=os.environ.get(
-        "JOBGATE_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"),
-        help="an admin URL of the PostgreSQL server (a database is created and dropped)")
+    pg_option(ap)
     ap.add_argument("--jobs", type=int, default=5000)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()

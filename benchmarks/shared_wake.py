@@ -21,7 +21,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from shared_common import Conn, pct, shared_nodes  # noqa: E402
+from shared_common import Conn, pct, pg_option, shared_nodes  # noqa: E402
 
 
 def measure(prod: Conn, worker: Conn, rounds: int) -> list:
@@ -44,9 +44,7 @@ def measure(prod: Conn, worker: Conn, rounds: int) -> list:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--pg", default=os.environ.get(
-        "JOBGATE_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"),
-        help="an admin URL of the PostgreSQL server (a database is created and dropped)")
+    pg_option(ap)
     ap.add_argument("--rounds", type=int, default=300)
     args = ap.parse_args()
     with shared_nodes(args.pg, "jobgate_wake_") as (pa, pb):

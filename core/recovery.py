@@ -46,18 +46,10 @@ def restore(engine, loaded) -> int:
         q.ids.append(job.id)   # the listing index (core/paging.py)
         q.total_jobs += 1
         st = r["state"]
-        if st == DELAYED and r["ready_at_ms"] is not None:
-            engine._to_delayed(job, q, now_mono + (r["ready_at_ms"] - now_wall))
-        elif st == BURIED:
-            engine._to_buried(job, q)
-        elif st == COMPLETED:
-            job.state = COMPLETED
-            q.n_done += 1
-            q.done[job.id] = job
-        elif st == RESERVED and r.get("lease_token") and r.get("lease_until_ms") is not None:
+        if st == RESERVED and r.get("lease_token") and r.get("lease_until_ms") is not None:
             _lease(engine, job, q, r, owners, now_mono, now_wall)
         else:
-            engine._to_ready(job, q)
+            index_stored(engine, job, q, r, now_mono, now_wall)
             if st == RESERVED and engine.journal is not None:
                 engine.journal.mark(job)
         n += 1
@@ -107,6 +99,23 @@ def adopt(engine, job: Job, r: dict, now_mono: int, now_wall: int) -> None:
         engine.index_extras(job)
     if r["expires_at_ms"] is not None:
         engine._expire_at(job, now_mono + (r["expires_at_ms"] - now_wall))
+
+
+def index_stored(engine, job: Job, q, r: dict, now_mono: int, now_wall: int) -> None:
+    """Index `job` (from row `r`, adopted) in queue `q` in the state its row has: delayed
+    (its timer armed at the stored ready_at_ms, wall ms), buried, completed; any other state
+    (ready, a reservation without a lease to restore) as ready."""
+    st = r["state"]
+    if st == DELAYED and r["ready_at_ms"] is not None:
+        engine._to_delayed(job, q, now_mono + (r["ready_at_ms"] - now_wall))
+    elif st == BURIED:
+        engine._to_buried(job, q)
+    elif st == COMPLETED:
+        job.state = COMPLETED
+        q.n_done += 1
+        q.done[job.id] = job
+    else:
+        engine._to_ready(job, q)
 
 
 _MORE_COLUMNS = ("timeouts", "releases", "buries", "kicks", "fails", "ttl_ms", "max_attempts",

@@ -22,9 +22,9 @@ Units: ms. Nothing here does I/O (the gateway's gateway/shared.py runs the state
 """
 from __future__ import annotations
 
-from .model import BURIED, COMPLETED, DELAYED, RESERVED, TIMED_OUT
+from .model import RESERVED, TIMED_OUT
 from .paging import compact_ids
-from .recovery import adopt, job_of_row
+from .recovery import adopt, index_stored, job_of_row
 from .shared_calls import Calls
 from .shared_events import EventRelay
 from .shared_results import RemoteWaits
@@ -315,17 +315,7 @@ class SharedNode:
             q = e.queue(job.queue)
             job.hver = self._hver
             self._hver += 1 << 16
-            st = r["state"]
-            if st == DELAYED and r["ready_at_ms"] is not None:
-                e._to_delayed(job, q, now_mono + (r["ready_at_ms"] - now_wall))
-            elif st == BURIED:
-                e._to_buried(job, q)
-            elif st == COMPLETED:
-                job.state = COMPLETED
-                q.n_done += 1
-                q.done[job.id] = job
-            else:
-                e._to_ready(job, q)
+            index_stored(e, job, q, r, now_mono, now_wall)
             self.fresh.append(job)
             e.journal.mark(job)   # a commit soon gives it back unless reserved here
 

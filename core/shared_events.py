@@ -39,6 +39,8 @@ import json
 
 import msgpack
 
+from .shared_reads import _run
+
 #: the channel of the events themselves
 EVENTS_CHANNEL = "jobgate_events"
 #: the channel of the announcements of who wants events
@@ -63,19 +65,11 @@ def publish(conn, channel: str, payloads: list) -> int:
     """On the claim thread's DB-API connection: NOTIFY `channel` with each of `payloads`, in
     order, in one statement and one transaction (so that a listener gets them together).
     Returns how many."""
-    cur = conn.cursor()
-    try:
+    def go(cur):
         cur.execute("SELECT count(pg_notify(%s, p)) FROM (SELECT p FROM unnest(%s::text[]) "
                     "WITH ORDINALITY AS t(p, i) ORDER BY i) o", (channel, list(payloads)))
-        cur.close()
-        conn.commit()
-    except BaseException:
-        try:
-            conn.rollback()
-        except Exception:  # the connection is gone: the caller's error says why
-            pass
-        raise
-    return len(payloads)
+        return len(payloads)
+    return _run(conn, go)
 
 
 def cut(head: str, data: bytes) -> list:

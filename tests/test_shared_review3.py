@@ -54,17 +54,7 @@ def test_a_command_about_a_job_whose_spill_is_being_committed_finds_it(nodes):
     try:
         ext.exec_driver_sql("SELECT 1 FROM jobs WHERE uid = %s FOR UPDATE", (x,))
         w.send({"cmd": "MoveToWait", "id": x, "token": tok, "reqId": "mv"})
-        deadline = time.monotonic() + 5
-        with eng.connect() as mon:   # until a's writer waits for the row lock
-            while time.monotonic() < deadline:
-                n = mon.exec_driver_sql(
-                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                    "AND datname = current_database()").scalar()
-                mon.commit()
-                if n:
-                    break
-                time.sleep(0.02)
-            assert n, "a's commit never waited for the row lock"
+        assert _writer_blocked(eng), "a's commit never waited for the row lock"
         c.send({"cmd": "ChangePriority", "id": x, "priority": 7, "reqId": "cp"})
         try:
             early = c.recv_reply("cp", 2.0)

@@ -66,6 +66,16 @@ def _here(sess, handler, name: str, cmd: dict, rid) -> None:
         sess.may_forward = True
 
 
+def _reply_here(sess, handler, name: str, cmd: dict) -> dict:
+    """`handler`'s reply dict to `cmd` (a part of a batch) run on this node only."""
+    sess.may_forward = False
+    try:
+        r = sess.reply_of(handler, name, cmd)
+    finally:
+        sess.may_forward = True
+    return r if r.__class__ is dict else {"ok": True}
+
+
 def _unpacked(reply):
     """A forwarded reply (bytes) as a reply dict without reqId, or None."""
     if reply is None:
@@ -167,12 +177,7 @@ def _split(sess, name: str, cmd: dict, handler, rid, where: dict) -> None:
 
     def finish() -> None:
         if local is not None:
-            sess.may_forward = False
-            try:
-                r = sess.reply_of(handler, name, local)
-            finally:
-                sess.may_forward = True
-            replies.insert(0, r if r.__class__ is dict else {"ok": True})
+            replies.insert(0, _reply_here(sess, handler, name, local))
         if not sess.closed:
             sess.later(rid, _combined(name, replies), name == "ACKB")
 
@@ -180,12 +185,7 @@ def _split(sess, name: str, cmd: dict, handler, rid, where: dict) -> None:
         def done(reply) -> None:
             r = _unpacked(reply)
             if r is None:   # no answer from its node: answered here (not found there)
-                sess.may_forward = False
-                try:
-                    r = sess.reply_of(handler, name, sub)
-                finally:
-                    sess.may_forward = True
-                r = r if r.__class__ is dict else {"ok": True}
+                r = _reply_here(sess, handler, name, sub)
             replies.append(r)
             waiting[0] -= 1
             if waiting[0] == 0:
