@@ -73,11 +73,48 @@ def parse_cmd_template(template: str):
     return build
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    """The kernel's range for the local ports of outgoing connections (Linux), or the IANA
+    dynamic range elsewhere."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = (int(x) for x in f.read().split())
+        return low, high
+    except (OSError, ValueError):
+        return 49152, 65535
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0, read it, close)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
+    """A TCP port on 127.0.0.1 that was free a moment ago, taken from outside the kernel's
+    ephemeral range (ports 10000 and up, below it).
+
+    A port from ``bind(0)`` lies inside that range, so in the moment between choosing it and
+    the server binding it, any outgoing connection on the machine (a client, a database pool)
+    may get it as its local port, and a readiness probe connecting to a port nobody listens on
+    yet may connect to itself: the server then fails with "address already in use" (seen in
+    CI). Ports below the range are never handed out implicitly; a random pick checked by a
+    plain bind (which also refuses a port in TIME_WAIT) leaves only the rare pick of a port
+    another test chose in the same instant. Raises OSError when no port is free.
+    """
+    import random
+    low, high = _ephemeral_range()
+    if low - 10000 >= 2000:
+        bottom, top = 10000, low
+    elif 65535 - high >= 2000:
+        bottom, top = high + 1, 65536
+    else:                                   # no room outside the range: the kernel's pick
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((HOST, 0))
+            return s.getsockname()[1]
+    for _ in range(200):
+        port = random.randrange(bottom, top)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((HOST, port))
+            except OSError:
+                continue
+            return port
+    raise OSError("no free TCP port found outside the ephemeral range")
 
 
 class ServerError(RuntimeError):

@@ -37,6 +37,8 @@ import subprocess
 import tempfile
 import time
 
+from conformance.servers import free_port
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLIENT_DIR = os.path.join(HERE, "bunqueue_client")
 BUN = os.environ.get("JOBGATE_BUN") or os.path.join(CLIENT_DIR, "node_modules", ".bin", "bun")
@@ -86,16 +88,13 @@ def run_script(script: str, port: int, *extra: str, timeout: float = 90.0) -> di
 
 
 def _free_ports(n: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+    """``n`` distinct free ports (conformance.servers.free_port, outside the ephemeral range)."""
+    ports: list[int] = []
+    while len(ports) < n:
+        port = free_port()
+        if port not in ports:
+            ports.append(port)
+    return ports
 
 
 # {"cmd": "Ping"} in MessagePack, framed with its 4-byte big-endian length

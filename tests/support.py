@@ -12,15 +12,10 @@ import sys
 import time
 import uuid
 
+from conformance.servers import free_port  # noqa: F401  (one port picker for all tests)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ADDR_HOST = "127.0.0.1"  # where every test server listens
-
-
-def free_port() -> int:
-    """An unused TCP port on 127.0.0.1 (bind to 0, read, close)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_port(port: int, proc: subprocess.Popen | None = None, timeout: float = 15.0) -> None:
