@@ -21,7 +21,8 @@ operation cannot bypass the check):
   queues only (cron_set is QUEUE_ARG). The global forms (core/port_global.py):
   `queue_names_global` lists allowed queues only; `peek_global` answers None,
   `kick_job_global` / `delete_global` False for a job of a disallowed queue (in shared mode
-  the statement checks the row's queue with the principal's `allows`).
+  the statement checks the row's queue with the principal's `allows`); `dedup_global` looks
+  up the keys of allowed queues only.
 - PASS: names no queue or job (clock, server counts, owners, timers, ids; a dialect's own
   records, whose keys the dialect checks against the queue they name).
 
@@ -59,7 +60,7 @@ LISTING = ("queue_names", "queue_views", "subscribe", "count_events", "observe",
            "failed_counts", "add_webhook",
            "remove_webhook", "set_webhook_enabled", "webhook", "webhooks", "cron_get",
            "cron_delete", "cron_list", "queue_names_global", "peek_global", "kick_job_global",
-           "delete_global")
+           "delete_global", "dedup_global")
 PASS = ("clock", "persistence", "restore", "tick", "next_due", "set_wakeup", "set_policy",
         "draining", "set_draining", "commit_mark", "committed", "stats", "detach",
         "new_owner", "owner_idle", "release_owner", "cancel_wait", "burn_id", "uid_taken",
@@ -145,6 +146,11 @@ class ScopedPort:
             else:   # the queue seen is the one deleted from (a uid reused meanwhile: no)
                 self.base.remove_remote(uid, callback, v.queue)
         self.base.lookup_remote(uid, checked)
+
+    def dedup_global(self, pairs, callback) -> None:
+        """Port.dedup_global for the pairs of allowed queues only (a push to a disallowed
+        queue is refused by its own check)."""
+        self.base.dedup_global([p for p in pairs if self._allows(p[0])], callback)
 
     def queue_names(self) -> list:
         """Port.queue_names, allowed queues only."""

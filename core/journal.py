@@ -26,6 +26,15 @@ from .model import DELAYED, DELETED, RESERVED, TOKEN_REQUIRED
 _pack_extras = msgpack.Packer(use_bin_type=True).pack
 
 
+def dedup_text(key) -> str | None:
+    """The `jobs.dedup_key` text of dedup key `key` (a bunqueue uniqueKey, migration 0011): a
+    str as is (unless it starts with "#"), None as None, any other value as "#" and the hex of
+    its MessagePack (5 and "5" are two keys in memory, so they are two here)."""
+    if key is None or (key.__class__ is str and not key.startswith("#")):
+        return key
+    return "#" + _pack_extras(key).hex()
+
+
 def _text(error) -> str | None:
     """A failure's text for the history (its first 1000 bytes), or None when empty."""
     if not error:
@@ -221,12 +230,13 @@ class Journal:
                 if m is None:
                     row = (job.id, job.uid, job.queue, job.payload, job.priority, st,
                            job.created_ms, ready_at, job.delay_ms, job.ttr_ms, job.dialect,
-                           0, None, 0, 0, 0, 0, None)
+                           0, None, 0, 0, 0, 0, None, None)
                     counted = job.reserves
                 else:
                     row = (job.id, job.uid, job.queue, job.payload, job.priority, st,
                            job.created_ms, ready_at, job.delay_ms, job.ttr_ms, job.dialect,
-                           m.ttl_ms, exp, m.max_attempts, m.max_fails, m.sched_ms, m.fmt, ext)
+                           m.ttl_ms, exp, m.max_attempts, m.max_fails, m.sched_ms, m.fmt, ext,
+                           None if ext is None else dedup_text(m.ext.get("uniqueKey")))
                     counted = (job.reserves or m.timeouts or m.releases or m.buries or m.kicks
                                or m.fails or m.result is not None)
                 if counted:

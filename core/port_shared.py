@@ -120,3 +120,31 @@ class SharedOps:
         def got(found):
             callback(found if isinstance(found, Exception) else local | found)
         e.shared.query_settled(uids_present, (rest,), got)
+
+    def dedup_global(self, pairs: list, callback) -> None:
+        """`callback(dict)`: {(queue, key): uid} for those of `pairs` ((queue, dedup key): a
+        bunqueue uniqueKey) whose key an unfinished job holds, here (Port.dedup) or, in shared
+        mode, in a row of the database whichever node put it (migration 0011; two nodes taking
+        one new key at the same moment are not caught: docs/scaling.md). On a database error
+        `callback` gets the Exception."""
+        e = self._engine
+        local = {}
+        for q, k in pairs:
+            j = e.dedup_job(q, k)
+            if j is not None:
+                local[(q, k)] = e.uid_of(j)
+        rest = [p for p in pairs if p not in local]
+        if e.shared is None or not rest:
+            callback(local)
+            return
+        from .journal import dedup_text
+        from .shared_reads import keys_present
+        texts = {(q, dedup_text(k)): (q, k) for q, k in rest}
+
+        def got(found):
+            if isinstance(found, Exception):
+                callback(found)
+                return
+            local.update((texts[p], uid) for p, uid in found.items())
+            callback(local)
+        e.shared.query_settled(keys_present, (list(texts),), got)

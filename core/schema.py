@@ -53,6 +53,9 @@ jobs = sa.Table(
     # it from sequence jobgate_job_seq at insert, SQLite leaves it NULL)
     sa.Column("node", sa.String(128), nullable=True),
     sa.Column("seq", sa.BigInteger, nullable=True),
+    # a bunqueue uniqueKey (migration 0011, core.journal.dedup_text): shared mode asks whether
+    # an unfinished job (result IS NULL) of the queue holds it, whichever node put it
+    sa.Column("dedup_key", sa.Text, nullable=True),
     # No index on uid: the engine keeps uids unique (one writer, every live job in memory), and
     # a unique index over random UUIDs costs a random index page per insert (migration 0002).
 )
@@ -142,7 +145,8 @@ RECORD_TABLES = {"cron_schedules": "name", "queue_settings": "queue", "webhooks"
 #: all zero (the common case).
 JOB_NEW_COLUMNS = ("id", "uid", "queue", "payload", "priority", "state", "created_ms",
                    "ready_at_ms", "delay_ms", "ttr_ms", "dialect", "ttl_ms", "expires_at_ms",
-                   "max_attempts", "max_fails", "sched_ms", "payload_fmt", "extras")
+                   "max_attempts", "max_fails", "sched_ms", "payload_fmt", "extras",
+                   "dedup_key")
 #: Column order of rows of new jobs with counters, a result or a stored lease (insert_jobs).
 JOB_INSERT_COLUMNS = JOB_NEW_COLUMNS + ("reserves", "timeouts", "releases", "buries", "kicks",
                                         "fails", "result", "result_ok", "lease_token",

@@ -12,14 +12,16 @@ commit still is (fired late, once). This holds even if two nodes believed they l
 (the row lock and the moved next_run_ms decide).
 
 Not done here (docs/scaling.md): skip-missed-on-restart does not apply to a failover (a run due
-during the gap fires late, once); a template's `uniqueKey` (preventOverlap) is not checked
-against unfinished jobs. Times: wall ms.
+during the gap fires late, once). A template's `uniqueKey` (preventOverlap) is checked
+against the unfinished jobs of every node through `jobs.dedup_key` (migration 0011): a run
+whose previous job is unfinished makes no job, as on one server. Times: wall ms.
 """
 from __future__ import annotations
 
 import msgpack
 
 from .cron import DROP, FIRE, advance, schedule_of, uuid7
+from .journal import dedup_text
 from .schema import EVENT_COLUMNS, JOB_NEW_COLUMNS
 from .shared_reads import READY_CHANNEL
 
@@ -52,8 +54,7 @@ def fire_due(conn, now_ms: int, ids: list) -> int:
             if step is DROP:
                 cur.execute("DELETE FROM cron_schedules WHERE name = %s", (name,))
                 continue
-            if step is FIRE:
-                _insert_job(cur, ids[fired], s, now_ms)
+            if step is FIRE and _insert_job(cur, ids[fired], s, now_ms):
                 fired += 1
                 queues.add(s.queue)
             cur.execute("UPDATE cron_schedules SET next_run_ms = %s, executions = %s "
@@ -69,16 +70,26 @@ def fire_due(conn, now_ms: int, ids: list) -> int:
         cur.close()
 
 
-def _insert_job(cur, job_id: int, s, now_ms: int) -> None:
-    """The job of one run of schedule `s` (its CronJob template), as Engine.put makes it."""
+def _insert_job(cur, job_id: int, s, now_ms: int) -> bool:
+    """The job of one run of schedule `s` (its CronJob template), as Engine.put makes it.
+    Returns False, making nothing, while the template's dedup key (bunqueue preventOverlap:
+    `uniqueKey`) is held by an unfinished job of the queue on any node (core/cron.py `_fire`
+    on one server)."""
     j = s.job
+    ext = dict(j.ext) if j.ext else None
+    key = dedup_text(ext.get("uniqueKey")) if ext else None
+    if key is not None:
+        cur.execute("SELECT 1 FROM jobs WHERE queue = %s AND dedup_key = %s AND result IS NULL "
+                    "LIMIT 1", (s.queue, key))
+        if cur.fetchone() is not None:
+            return False   # the previous run's job is unfinished
     uid = uuid7(now_ms) if j.uuid7 else None
     delayed = j.delay_ms > 0
-    ext = dict(j.ext) if j.ext else None
     cur.execute(_JOB_INSERT, (
         job_id, uid, s.queue, j.payload, j.priority, "delayed" if delayed else "ready",
         now_ms, now_ms + j.delay_ms if delayed else None, j.delay_ms, j.ttr_ms, j.dialect,
         j.ttl_ms, now_ms + j.ttl_ms if j.ttl_ms else None, 0, j.max_fails, 0, j.fmt,
-        None if ext is None else _pack(ext)))
+        None if ext is None else _pack(ext), key))
     cur.execute(_EVENT_INSERT, (job_id, s.queue, j.dialect, j.event, now_ms, 0, uid,
                                 j.priority, len(j.payload), None, None))
+    return True

@@ -176,6 +176,19 @@ def uids_present(conn, uids: list) -> set:
     return _run(conn, go)
 
 
+def keys_present(conn, pairs: list) -> dict:
+    """{(queue, dedup text): uid} for those of `pairs` ((queue, core.journal.dedup_text of a
+    key)) that an unfinished job (`result IS NULL`) holds, whichever node put it: dedup keys
+    across nodes, through `jobs_dedup`."""
+    def go(cur):
+        cur.execute(f"SELECT queue, dedup_key, {UID_SQL} FROM jobs WHERE dedup_key = ANY(%s) "
+                    "AND queue = ANY(%s) AND result IS NULL",
+                    ([k for _, k in pairs], list({q for q, _ in pairs})))
+        want = set(pairs)
+        return {(q, k): u for q, k, u in cur.fetchall() if (q, k) in want}
+    return _run(conn, go)
+
+
 def queue_names(conn, now_ms: int) -> list:
     """The names of the queues with jobs in the database or a pause in force, sorted."""
     def go(cur):

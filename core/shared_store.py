@@ -57,6 +57,7 @@ SHARED_INDEXES = (
     ("jobs_uid", "(uid) WHERE uid IS NOT NULL"),
     ("jobs_expiry", "(expires_at_ms) WHERE expires_at_ms IS NOT NULL"),
     ("jobs_buried", "(queue, seq) WHERE state = 'buried'"),
+    ("jobs_dedup", "(queue, dedup_key) WHERE dedup_key IS NOT NULL"),
 )
 
 

@@ -4,7 +4,8 @@ protocols/bunqueue/forward.py): a bunqueue Worker's pool of connections may reac
 nodes, so a job pulled through node a is heartbeated, extended, given progress, ACKed and
 FAILed through node b, which forwards each command to a and answers with a's reply; tokens
 are checked where the lock is; a job no node holds gets the single server's error. Counts
-(docs/mapping.md "Shared mode"): GetJobCounts and Count on any node span every node. Real
+(docs/mapping.md "Shared mode"): GetJobCounts and Count on any node span every node. A job's
+log and progress, and a job by custom id, are read and written through any node. Real
 node processes on one fresh PostgreSQL database, real bunqueue sockets.
 
 Needs JOBGATE_TEST_PG_URL (skipped with a clear reason without it).
@@ -221,3 +222,37 @@ def test_get_jobs_lists_every_node(nodes):
     assert ids(state=["active", "completed"]) == [done, active]
     assert ids(state="waiting", offset=1, limit=1) == [waiting[1]]
     assert [j["state"] for j in qb.ok("GetJobs", queue=q, state="active")["jobs"]] == ["active"]
+
+
+def test_logs_progress_and_custom_id_reads_through_another_node(nodes):
+    """A job active on a: on b, AddLog goes to a (a Worker's `job.log()` over any pooled
+    connection), GetLogs, GetProgress and GetJobByCustomId read it from its row, ClearLogs goes
+    to a; a job waiting in the database gets a log line through b and a reads it; an unknown
+    job gets the single server's answers on either node."""
+    a, b = nodes(2)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    jid = qa.push("lg", {"n": 1}, jobId="log-1")
+    r = qa.pull("lg", owner="w", lockTtl=60_000)
+    assert r["job"]["id"] == jid
+    assert qb.call("AddLog", id=jid, message="step 1", level="warn") == \
+        {"ok": True, "data": {"added": True}}
+    for q in (qa, qb):
+        logs = q.call("GetLogs", id=jid)["data"]
+        assert logs["count"] == 1 and logs["logs"][0]["message"] == "step 1"
+        assert logs["logs"][0]["level"] == "warn"
+    assert qb.call("Progress", id=jid, progress=30, message="a third") == OK
+    got = qb.call("GetProgress", id=jid)
+    assert (got["progress"], got["message"]) == (30, "a third")
+    assert qb.call("GetJobByCustomId", customId="log-1")["job"]["id"] == jid
+    assert qb.call("ClearLogs", id=jid) == qa.call("ClearLogs", id="no-such-job")
+    assert qa.call("GetLogs", id=jid)["data"]["count"] == 0
+    waiting = qa.push("lg", {"n": 2})   # nobody holds it: in the database
+    assert qb.call("AddLog", id=waiting, message="queued")["ok"] is True
+    assert qa.call("GetLogs", id=waiting)["data"]["logs"][0]["message"] == "queued"
+    assert qb.call("GetProgress", id=waiting) == qa.call("GetProgress", id=waiting)
+    for name, fields in (("AddLog", {"message": "x"}), ("GetLogs", {}),
+                         ("GetProgress", {})):
+        assert qb.call(name, id="no-such-job", **fields) == \
+            qa.call(name, id="no-such-job", **fields)
+    assert qb.call("GetJobByCustomId", customId="nope") == \
+        {"ok": False, "error": "Job not found"}

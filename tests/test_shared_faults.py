@@ -185,7 +185,10 @@ def test_leader_failover_keeps_cron_runs_exactly_once(nodes):
     every = 1000
     q = BQ(other.bunqueue_port)
     started = time.monotonic()
-    q.ok("Cron", name="tick", queue="cronq", data={"n": 1}, repeatEvery=every)
+    # preventOverlap off: every run makes a job although nobody takes them (the overlap rule
+    # across nodes: test_shared_nodes.py test_cron_prevent_overlap_across_nodes)
+    q.ok("Cron", name="tick", queue="cronq", data={"n": 1}, repeatEvery=every,
+         preventOverlap=False)
     time.sleep(2.5)
     leader.kill()
     killed = time.monotonic()

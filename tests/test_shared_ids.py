@@ -4,15 +4,19 @@ nodes, as on one server. A PUSH naming a custom id that a job has on another nod
 this node already gave back to the database, answers the existing id and creates nothing; a
 workq `add` or `run` of such an id answers `Duplicate job`. And a workq job leased through one
 node is completed or failed through another (workq leases belong to no connection: the
-command is forwarded to the node holding the lease). Real node processes on one fresh
+command is forwarded to the node holding the lease). Dedup keys likewise: a bunqueue
+`uniqueKey` held by an unfinished job on any node answers that job's id, and a schedule's
+preventOverlap holds across nodes. Real node processes on one fresh
 PostgreSQL database, real bunqueue and workq sockets.
 
 Needs JOBGATE_TEST_PG_URL (skipped with a clear reason without it).
 """
 from __future__ import annotations
 
+import time
+
 from .bunqueue_support import BQ
-from .shared_support import rows
+from .shared_support import cron_state, rows
 from .workq_support import (WorkqRaw, add_cmd, complete_cmd, fail_cmd, lease_frame, new_uid,
                             result_frame)
 
@@ -89,3 +93,68 @@ def test_workq_complete_of_a_waiting_job_through_another_node(nodes):
     assert wa.cmd(b"result %s 1000\r\n" % u.encode()) == result_frame(u, True, b"r")
     assert wa.cmd(b"lease wait 200\r\n") == b"-TIMEOUT\r\n"
     assert rows(nodes.url, "SELECT state FROM jobs WHERE uid = %s", (u,)) == [("completed",)]
+
+
+def _held_keys(url: str, queue: str) -> list:
+    return rows(url, "SELECT dedup_key FROM jobs WHERE queue = %s AND result IS NULL "
+                "AND dedup_key IS NOT NULL ORDER BY dedup_key", (queue,))
+
+
+def test_bunqueue_dedup_keys_hold_across_nodes(nodes):
+    """A uniqueKey pushed on a: pushed again on b, and on a once a gave the job back to the
+    database, the holder's id is answered and nothing is made; the same key in another queue,
+    and 5 next to "5", are other keys; PUSHB on b mixing a held key with a new one makes only
+    the new one; once the holder is acknowledged (on b), the key is free on every node."""
+    a, b = nodes(2)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    first = qa.push("dd", {"n": 1}, uniqueKey="k1")
+    assert qb.push("dd", {"n": 2}, uniqueKey="k1") == first
+    assert qa.push("dd", {"n": 3}, uniqueKey="k1") == first   # spilled: in the database
+    other_queue = qb.push("dd2", {"n": 4}, uniqueKey="k1")
+    assert other_queue != first
+    five = qa.push("dd", {"n": 5}, uniqueKey=5)
+    assert qb.push("dd", {"n": 6}, uniqueKey=5) == five
+    five_text = qb.push("dd", {"n": 7}, uniqueKey="5")
+    assert five_text not in (five, first)
+    r = qb.ok("PUSHB", queue="dd", jobs=[{"data": {"n": 8}, "uniqueKey": "k1"},
+                                         {"data": {"n": 9}, "uniqueKey": "k2"}])
+    assert r["ids"][0] == first and r["ids"][1] not in (first, five, five_text)
+    assert len(_held_keys(nodes.url, "dd")) == 4   # k1, 5, "5", k2
+    got = qb.pull("dd", timeout=1000)["job"]
+    assert got["id"] == first and got["data"] == {"n": 1}
+    qb.ok("ACK", id=first)
+    again = qa.push("dd", {"n": 10}, uniqueKey="k1")
+    assert again != first
+    assert qb.push("dd", {"n": 11}, uniqueKey="k1") == again
+    assert ("k1",) in _held_keys(nodes.url, "dd")
+
+
+def _cron_jobs(url: str, queue: str) -> tuple:
+    """(unfinished jobs of `queue`, all its jobs, executions of its schedule)."""
+    unfinished = rows(url, "SELECT count(*) FROM jobs WHERE queue = %s AND result IS NULL",
+                      (queue,))[0][0]
+    jobs, ex = cron_state(url, queue)
+    return unfinished, jobs, ex
+
+
+def test_cron_prevent_overlap_across_nodes(nodes):
+    """A bunqueue schedule (preventOverlap by default: uniqueKey `cron:<name>`) set on a fires
+    on the leader: while its job is unfinished, whichever node holds it, further runs make no
+    job (executions go on, as on one server); once the job is acknowledged on b, the next run
+    makes one."""
+    a, b = nodes(2, poll_ms=200)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    qa.ok("Cron", name="lap", queue="lapq", data={"n": 1}, repeatEvery=300)
+    deadline = time.monotonic() + 20
+    state = _cron_jobs(nodes.url, "lapq")
+    while time.monotonic() < deadline and (state[2] or 0) < 4:
+        time.sleep(0.1)
+        state = _cron_jobs(nodes.url, "lapq")
+    assert state[0] == 1 and state[1] == 1 and state[2] >= 4, state
+    job = qb.pull("lapq", timeout=2000)["job"]
+    assert job is not None and job["data"] == {"n": 1}
+    qb.ok("ACK", id=job["id"])
+    while time.monotonic() < deadline and state[1] < 2:
+        time.sleep(0.1)
+        state = _cron_jobs(nodes.url, "lapq")
+    assert state[0] == 1 and state[1] == 2, state

@@ -46,7 +46,7 @@ def job_row(i: int, payload=b"p", extras=None, **kw) -> tuple:
     vals = dict(id=i, uid=f"u{i}", queue="q", payload=payload, priority=0, state="ready",
                 created_ms=1_700_000_000_000, ready_at_ms=None, delay_ms=0, ttr_ms=30_000,
                 dialect="glidemq", ttl_ms=0, expires_at_ms=None, max_attempts=0, max_fails=0,
-                sched_ms=0, payload_fmt=0, extras=extras)
+                sched_ms=0, payload_fmt=0, extras=extras, dedup_key=None)
     vals.update(kw)
     return tuple(vals[c] for c in schema.JOB_NEW_COLUMNS)
 
@@ -92,14 +92,14 @@ def test_folder_binds_alike_columns_once():
 
 
 def test_payloads_byte_exact_with_nulls_and_extremes(tmp_path):
-    """One folded batch: the payload, extras, uid and ready_at columns vary (bytes of every
+    """One folded batch: the payload, extras, uid, dedup_key and ready_at columns vary (bytes of every
     kind, NULLs), the queue, state and dialect are alike; every value reads back as written
     (bytes as BLOBs, None as NULL, 64-bit extremes as integers)."""
     ext = msgpack.packb({"name": "job", "glide": {"id": "1"}}, use_bin_type=True)
     rows = [job_row(i + 1, payload=PAYLOADS[i % len(PAYLOADS)],
                     extras=None if i % 3 else ext, uid=None if i % 4 == 0 else f"u{i}",
                     priority=(BIG, SMALL, 0, -1)[i % 4], ready_at_ms=None if i % 2 else BIG,
-                    created_ms=SMALL)
+                    created_ms=SMALL, dedup_key=None if i % 5 else f"k\u2603{i}")
             for i in range(3 * len(PAYLOADS))]
     events = [event_row(r[0], error=None if i % 2 else "fail \u2603", priority=BIG)
               for i, r in enumerate(rows)]

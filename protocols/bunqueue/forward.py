@@ -10,7 +10,8 @@ holds the job (or it does not answer in time) B answers as on a single server fo
 does not have (`Job not found or not in processing state: <id>`, ...).
 
 The same holds for the commands that change a job which is not active (Cancel, Update,
-ChangePriority, Promote, MoveToDelayed, Discard, RetryCompleted, MoveToWait, ChangeDelay):
+ChangePriority, Promote, MoveToDelayed, Discard, RetryCompleted, MoveToWait, ChangeDelay) and
+for a job's log (AddLog, ClearLogs: a Worker's `job.log()` goes over any pooled connection):
 a waiting, delayed, failed or completed job in the database is brought here and changed here;
 one held by another node is changed there.
 
@@ -21,13 +22,16 @@ combined (counts added up; ACKB ok when every part is, else the first error).
 Custom ids across nodes: a PUSH or PUSHB naming a `jobId` (or `customId`) this node does not
 have first asks the database (Port.uids_taken_global) which of them a row already has; those
 are answered with the existing id, as a single server answers a custom id it has
-(`taken_elsewhere`), the others are created.
+(`taken_elsewhere`), the others are created. Dedup keys alike: a `uniqueKey` no unfinished job
+of this node holds is looked up in the database (Port.dedup_global, `jobs.dedup_key`); a key an
+unfinished job holds on any node answers that job's id (`keys_elsewhere`).
 """
 from __future__ import annotations
 
 import msgpack
 
 from .codec import _keep_ext, decode_command, pack
+from .options import queue_name
 from .registry import HANDLERS, MUTATING, STORAGE_UNAVAILABLE, err
 
 #: commands that change a job -> the field naming it: run where the job is (reach_jobs)
@@ -35,7 +39,7 @@ FORWARDED = {"ACK": "id", "FAIL": "id", "JobHeartbeat": "id", "ExtendLock": "id"
              "Progress": "id", "ACKB": "ids", "JobHeartbeatB": "ids", "ExtendLocks": "ids",
              "Cancel": "id", "Update": "id", "ChangePriority": "id", "Promote": "id",
              "MoveToDelayed": "id", "Discard": "id", "RetryCompleted": "id",
-             "MoveToWait": "id", "ChangeDelay": "id"}
+             "MoveToWait": "id", "ChangeDelay": "id", "AddLog": "id", "ClearLogs": "id"}
 #: the batch commands' fields that go with `ids`, entry for entry
 _PARALLEL = {"ACKB": ("tokens", "results"), "JobHeartbeatB": ("tokens",),
              "ExtendLocks": ("tokens", "durations")}
@@ -225,22 +229,61 @@ def custom_ids(sess, name: str, cmd: dict) -> list:
     return out
 
 
-def check_ids(sess, uids: list, cmd: dict, handler, name: str, rid) -> None:
-    """Ask the database which of `uids` rows have (shared mode), then run the command with
-    those answered as existing; its reply answers `rid` later (after the commit, as a
-    client's push waits for it)."""
-    def done(taken) -> None:
-        if sess.closed:
-            return
-        if isinstance(taken, Exception):
-            sess.later(rid, err(STORAGE_UNAVAILABLE))
-            return
-        sess.taken_elsewhere = frozenset(taken)
+def unique_keys(sess, name: str, cmd: dict) -> list:
+    """The (queue, uniqueKey) pairs command `name` (in CUSTOM_IDS) asks for whose key no
+    unfinished job of this node holds (a key that is not hashable is left to the handler's
+    error)."""
+    q = cmd.get("queue")
+    if q is None or q.__class__ not in (str, int):
+        return []
+    queue = queue_name(q)
+    items = (cmd,) if name == "PUSH" else cmd.get("jobs")
+    if items.__class__ is not list and items.__class__ is not tuple:
+        return []
+    out = []
+    port = sess.port
+    for o in items:
+        if o.__class__ is not dict:
+            continue
+        k = o.get("uniqueKey")
+        if k is None or k.__class__ in (list, dict):
+            continue
+        if port.dedup(queue, k) is None and (queue, k) not in out:
+            out.append((queue, k))
+    return out
+
+
+def check_new(sess, uids: list, keys: list, cmd: dict, handler, name: str, rid) -> None:
+    """Ask the database which of `uids` rows have and which of `keys` ((queue, uniqueKey))
+    unfinished jobs hold (shared mode), then run the command with those answered as existing
+    (`taken_elsewhere`, `keys_elsewhere`); its reply answers `rid` later (after the commit, as
+    a client's push waits for it). A database error answers `Storage unavailable`."""
+    found: dict = {}
+
+    def run() -> None:
+        sess.taken_elsewhere = frozenset(found.get("ids", ()))
+        sess.keys_elsewhere = found.get("keys", {})
         try:
             sess.answer_later(handler, name, cmd, rid)
         finally:
             sess.taken_elsewhere = frozenset()
-    sess.port.uids_taken_global(uids, done)
+            sess.keys_elsewhere = {}
+
+    def got(what: str, more):
+        def done(answer) -> None:
+            if sess.closed:
+                return
+            if isinstance(answer, Exception):
+                sess.later(rid, err(STORAGE_UNAVAILABLE))
+                return
+            found[what] = answer
+            more()
+        return done
+    then_keys = (lambda: sess.port.dedup_global(keys, got("keys", run))) if keys else run
+    if uids:
+        sess.port.uids_taken_global(uids, got("ids", then_keys))
+    else:
+        then_keys()
 
 
 def server(info):

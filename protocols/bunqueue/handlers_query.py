@@ -61,10 +61,11 @@ def get_job(sess, cmd: dict):
 
 @command("GetJobByCustomId")
 def get_job_by_custom_id(sess, cmd: dict):
-    job = find(sess, cmd.get("customId"))
-    if job is None:
-        return err("Job not found")
-    return Spliced({"ok": True}, [("job", job_body(job, outcome=True))])
+    def answer(job):
+        if job is None:
+            return err("Job not found")
+        return Spliced({"ok": True}, [("job", job_body(job, outcome=True))])
+    return _or_remote(sess, cmd.get("customId"), answer)
 
 
 @command("GetState")
@@ -96,13 +97,14 @@ def not_active(sess, job) -> str | None:
 
 @command("GetProgress")
 def get_progress(sess, cmd: dict):
-    job = find(sess, cmd.get("id"))
-    msg = not_active(sess, job)
-    if msg:
-        return err(msg)
-    ext = job.ext or {}
-    return {"ok": True, "progress": ext.get("progress", 0),
-            "message": ext.get("progressMessage")}
+    def answer(job):
+        msg = not_active(sess, job)
+        if msg:
+            return err(msg)
+        ext = job.ext or {}
+        return {"ok": True, "progress": ext.get("progress", 0),
+                "message": ext.get("progressMessage")}
+    return _or_remote(sess, cmd.get("id"), answer)
 
 
 @command("WaitJob")
@@ -366,11 +368,12 @@ def is_paused(sess, cmd: dict):
 
 @command("GetLogs")
 def get_logs(sess, cmd: dict):
-    job = find(sess, cmd.get("id"))
-    logs = [] if job is None or job.ext is None else job.ext.get("logs", [])
-    return {"ok": True, "data": {"logs": [
-        {"timestamp": float(t), "level": lv, "message": m} for m, lv, t in logs],
-        "count": len(logs)}}
+    def answer(job):
+        logs = [] if job is None or job.ext is None else job.ext.get("logs", [])
+        return {"ok": True, "data": {"logs": [
+            {"timestamp": float(t), "level": lv, "message": m} for m, lv, t in logs],
+            "count": len(logs)}}
+    return _or_remote(sess, cmd.get("id"), answer)
 
 
 # -------------------------------------------------------------- monitoring

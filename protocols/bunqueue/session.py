@@ -29,7 +29,8 @@ from . import handlers_cron  # noqa: F401 (registration: Cron, CronGet, CronDele
 from .bulk import BIG_FRAME
 from .codec import (UNDEFINED, decode_command, decode_steps, frame, nil_req_id, pack, splice_map,
                     unpack_value)
-from .forward import CUSTOM_IDS, FORWARDED, check_ids, custom_ids, forward, held_elsewhere
+from .forward import (CUSTOM_IDS, FORWARDED, check_new, custom_ids, forward, held_elsewhere,
+                      unique_keys)
 from .info import CAPABILITIES, PROTOCOL_VERSIONS, SPEAKS_VERSION, BunqueueInfo
 from .registry import (BULK, HANDLERS, MUTATING, PENDING, STORAGE_UNAVAILABLE, Spliced, command,
                        err, ok_empty)
@@ -131,6 +132,7 @@ class Session:
         self.closed = False
         self.may_forward = self.port.shared  # shared mode: other nodes' jobs (forward.py)
         self.taken_elsewhere: frozenset = frozenset()   # custom ids in the database (forward.py)
+        self.keys_elsewhere: dict = {}   # (queue, uniqueKey) -> uid of the job holding it there
         self.bulk = False                   # running the command of a frame over BIG_FRAME
         self._tokens = float(info.rate_limit)
         self._refill = self.port.clock.monotonic_ms()
@@ -192,8 +194,9 @@ class Session:
                     return None
             elif name in CUSTOM_IDS:
                 uids = custom_ids(self, name, cmd)
-                if uids:   # ids this node does not have: the database may (forward.py)
-                    check_ids(self, uids, cmd, h, name, rid)
+                keys = unique_keys(self, name, cmd)
+                if uids or keys:   # ids and keys this node does not have: the database may
+                    check_new(self, uids, keys, cmd, h, name, rid)   # (forward.py)
                     return None
         return self.call(h, name, cmd, rid)
 
