@@ -22,7 +22,7 @@ operation cannot bypass the check):
   `queue_names_global` lists allowed queues only; `peek_global` answers None,
   `kick_job_global` / `delete_global` False for a job of a disallowed queue (in shared mode
   the statement checks the row's queue with the principal's `allows`); `dedup_global` looks
-  up the keys of allowed queues only.
+  up the keys of allowed queues only; `lookup_remote_many` answers jobs of allowed queues only.
 - PASS: names no queue or job (clock, server counts, owners, timers, ids; a dialect's own
   records, whose keys the dialect checks against the queue they name).
 
@@ -41,7 +41,8 @@ QUEUE_ARG = ("attach", "keep", "pause", "queue", "priority_counts", "put", "put_
              "queue_limits", "queue_settings", "clear_queue_settings", "promote_jobs",
              "cron_set", "job_page", "failed_count", "drain_queue", "queue_global",
              "job_counts", "job_counts_global", "jobs_global", "peek_ready_global",
-             "peek_delayed_global", "peek_buried_global", "kick_global", "pause_global")
+             "peek_delayed_global", "peek_buried_global", "kick_global", "pause_global",
+             "priority_counts_global")
 QUEUE_LIST = ("reserve",)
 OWNER_QUEUE = ("reserve_many",)
 #: name -> the answer for a job that is not visible
@@ -60,7 +61,7 @@ LISTING = ("queue_names", "queue_views", "subscribe", "count_events", "observe",
            "failed_counts", "add_webhook",
            "remove_webhook", "set_webhook_enabled", "webhook", "webhooks", "cron_get",
            "cron_delete", "cron_list", "queue_names_global", "peek_global", "kick_job_global",
-           "delete_global", "dedup_global")
+           "delete_global", "dedup_global", "lookup_remote_many")
 PASS = ("clock", "persistence", "restore", "tick", "next_due", "set_wakeup", "set_policy",
         "draining", "set_draining", "commit_mark", "committed", "stats", "detach",
         "new_owner", "owner_idle", "release_owner", "cancel_wait", "burn_id", "uid_taken",
@@ -146,6 +147,14 @@ class ScopedPort:
             else:   # the queue seen is the one deleted from (a uid reused meanwhile: no)
                 self.base.remove_remote(uid, callback, v.queue)
         self.base.lookup_remote(uid, checked)
+
+    def lookup_remote_many(self, uids, callback) -> None:
+        """Port.lookup_remote_many; jobs of disallowed queues are left out."""
+        def answer(views):
+            if not isinstance(views, Exception):
+                views = {u: v for u, v in views.items() if self._allows(v.queue)}
+            callback(views)
+        self.base.lookup_remote_many(uids, answer)
 
     def dedup_global(self, pairs, callback) -> None:
         """Port.dedup_global for the pairs of allowed queues only (a push to a disallowed

@@ -139,12 +139,23 @@ class Flows:
         dialect's delete): its result stays readable for its unfinished parent, in the
         parent's ``keptValues`` {uid: [result bytes, resultFmt]} (bunqueue keeps a child's
         result for its parent the same way: dependencyResults)."""
-        parent = self.find_uid(child.ext.get("parentId"))
-        if parent is None or parent.result is not None or parent.state is COMPLETED:
+        pid = child.ext.get("parentId")
+        parent = self.find_uid(pid)
+        value = [child.result, child.ext.get("resultFmt") or 0]
+        if parent is None:
+            if self.shared is not None:   # the parent is on another node or in the database
+                self.shared.flows.note(pid, ("kept", self.uid_of(child), value))
+            return
+        self.keep_value(parent, self.uid_of(child), value)
+
+    def keep_value(self, parent: Job, uid: str, value: list) -> None:
+        """Keep child `uid`'s result `value` ([result bytes, resultFmt]) in unfinished
+        `parent`'s ``keptValues`` (see _keep_child_value)."""
+        if parent.result is not None or parent.state is COMPLETED:
             return
         ext = dict(parent.ext) if parent.ext else {}
         kept = dict(ext.get("keptValues") or {})
-        kept[self.uid_of(child)] = [child.result, child.ext.get("resultFmt") or 0]
+        kept[uid] = value
         ext["keptValues"] = kept
         parent.ext = ext
         self._mark(parent)
@@ -155,10 +166,10 @@ class Flows:
         parent (see the module docstring). `error`: the failure's text (str, bytes or None)."""
         ext = child.ext
         policy = ext.get("parentPolicy")
-        parent = self.find_uid(ext.get("parentId"))
-        if policy is None or parent is None or parent.result is not None \
-                or parent.state is COMPLETED or parent.state is RESERVED:
+        if policy is None:
             return
+        pid = ext.get("parentId")
+        parent = self.find_uid(pid)
         uid = self.uid_of(child)
         if error is None or error == b"":
             text = "unknown error"
@@ -166,6 +177,18 @@ class Flows:
             text = error.decode("utf-8", "replace")
         else:
             text = str(error)
+        if parent is None:
+            if self.shared is not None:   # the parent is on another node or in the database
+                self.shared.flows.note(pid, ("failed", uid, child_key(child, uid), policy,
+                                             text))
+            return
+        self.child_failure(parent, uid, child_key(child, uid), policy, text)
+
+    def child_failure(self, parent: Job, uid: str, key: str, policy: str, text: str) -> None:
+        """Child `uid` (named `key`, see child_key) of `parent` failed for good with `text`:
+        apply its `policy` (see the module docstring) to `parent`."""
+        if parent.result is not None or parent.state is COMPLETED or parent.state is RESERVED:
+            return
         if policy == "fail":
             msg = f"Child job {uid} failed: {text}"
             self._drop_quietly(parent)
@@ -176,11 +199,11 @@ class Flows:
                 self._mark(parent)
             return
         if policy == "continue":
-            self._record(parent, "failedChildren", child_key(child, uid), text)
+            self._record(parent, "failedChildren", key, text)
             self.drop_dependencies(parent, None, "jobgate")
             return
         if policy == "ignore":
-            self._record(parent, "ignoredFailures", child_key(child, uid), text)
+            self._record(parent, "ignoredFailures", key, text)
         if policy in ("ignore", "remove") and uid in (parent.ext.get("deps") or ()):
             self.drop_dependencies(parent, [uid], "jobgate")
 

@@ -128,6 +128,9 @@ class Moves:
             # beanstalk's success: its holder deleted it; jobs waiting for it go on
             # (core/flows.py; any other delete leaves them waiting)
             self._deps_done(self.uid_of(job))
+        if owner is not None and prev is RESERVED and self.shared is not None \
+                and job.ext is not None:
+            self.shared.flows.completed(job)   # waiters on other nodes (core/shared_flows.py)
         self._gc(q)
         return True
 

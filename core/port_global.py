@@ -143,6 +143,25 @@ class GlobalOps:
         sh.query_settled(_sr().job_counts, (sh.node, name, self.clock.wall_ms()),
                          _then(callback, merge))
 
+    def priority_counts_global(self, name: str, callback) -> None:
+        """`callback({rank: jobs})`: the ready and delayed jobs of queue `name` per rank, not
+        counting those waiting for dependencies (priority_counts); in shared mode those of
+        every node (rows held by none or by another node added to this engine's); on a
+        database error `callback` gets the Exception."""
+        e = self._engine
+        sh = e.shared
+        if sh is None:
+            callback(self.priority_counts(name))
+            return
+
+        def merge(db: dict) -> dict:
+            out = self.priority_counts(name)
+            for rank, n in db.items():
+                out[rank] = out.get(rank, 0) + n
+            return out
+        sh.query_settled(_sr().priority_counts, (sh.node, name, self.clock.wall_ms()),
+                         _then(callback, merge))
+
     def jobs_global(self, queue: str, where, newest_first: bool, limit: int,
                     callback) -> None:
         """`callback(list of JobView)`: the first `limit` jobs of `queue` by id (descending

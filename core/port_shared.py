@@ -121,6 +121,15 @@ class SharedOps:
             callback(found if isinstance(found, Exception) else local | found)
         e.shared.query_settled(uids_present, (rest,), got)
 
+    def lookup_remote_many(self, uids: list, callback) -> None:
+        """Shared mode: `callback({uid: JobView})` later, for those of the jobs named `uids`
+        that have rows in the database (as their holders last committed them: the children
+        of a flow parent, wherever they are), or an Exception (the database failed). Raises
+        AttributeError in single-node mode."""
+        from .shared_reads import jobs_uids
+        e = self._engine
+        e.shared.query(jobs_uids, (list(uids), e.clock.wall_ms()), callback)
+
     def dedup_global(self, pairs: list, callback) -> None:
         """`callback(dict)`: {(queue, key): uid} for those of `pairs` ((queue, dedup key): a
         bunqueue uniqueKey) whose key an unfinished job holds, here (Port.dedup) or, in shared

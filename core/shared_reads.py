@@ -26,6 +26,7 @@ from types import MappingProxyType
 import msgpack
 
 from . import schema
+from .extras import BLOCKED_MS
 from .model import (BURIED, COMPLETED, DELAYED, READY, RESERVED, UID_PREFIX, URGENT_RANK,
                     JobView, LeaseView, derived_uid, parse_derived_uid)
 
@@ -176,6 +177,20 @@ def uids_present(conn, uids: list) -> set:
     return _run(conn, go)
 
 
+def priority_counts(conn, node: str, queue: str, now_ms: int) -> dict:
+    """{priority rank: rows} of the ready and delayed rows of `queue` not held by `node`,
+    leaving out delayed rows parked for dependencies (a ready_at_ms past now + BLOCKED_MS / 2,
+    as Flows.is_parked tells them); ready rows through `jobs_claim`, delayed through
+    `jobs_due`."""
+    def go(cur):
+        cur.execute("SELECT priority, count(*) FROM jobs WHERE queue = %s AND node IS "
+                    "DISTINCT FROM %s AND (state = 'ready' OR (state = 'delayed' AND "
+                    "ready_at_ms < %s)) GROUP BY priority",
+                    (queue, node, now_ms + BLOCKED_MS // 2))
+        return dict(cur.fetchall())
+    return _run(conn, go)
+
+
 def keys_present(conn, pairs: list) -> dict:
     """{(queue, dedup text): uid} for those of `pairs` ((queue, core.journal.dedup_text of a
     key)) that an unfinished job (`result IS NULL`) holds, whichever node put it: dedup keys
@@ -219,6 +234,23 @@ def job_uid(conn, uid: str, now_ms: int) -> JobView | None:
             cur.execute(_SELECT + "WHERE id = %s AND uid IS NULL", (id,))
         r = cur.fetchone()
         return None if r is None else row_view(dict(zip(_COLS, r)), now_ms)
+    return _run(conn, go)
+
+
+def jobs_uids(conn, uids: list, now_ms: int) -> dict:
+    """{uid: JobView} of the jobs named `uids` that have rows (see row_view; a job created
+    without a client uid is named by its derived uid): a flow parent's children on any node."""
+    ids = [i for i in map(parse_derived_uid, uids) if i is not None]
+    real = [u for u in uids if parse_derived_uid(u) is None]
+
+    def go(cur):
+        cur.execute(_SELECT + "WHERE uid = ANY(%s) OR (id = ANY(%s) AND uid IS NULL)",
+                    (real, ids))
+        out = {}
+        for r in cur.fetchall():
+            v = row_view(dict(zip(_COLS, r)), now_ms)
+            out[v.uid] = v
+        return out
     return _run(conn, go)
 
 

@@ -16,6 +16,7 @@ A file looks like this (every key optional; unknown keys are an error naming the
       writer_thread: auto                           # auto | on | off (see Config)
       mode: single                                  # single | shared (PostgreSQL, docs/scaling.md)
       poll_interval_ms: 1000                        # shared: claim poll when no NOTIFY came
+      flow_sweep_ms: 5000                           # shared: leader's sweep of stalled flow parents (0: off)
     durability: commit                              # commit | buffered | memory
     history:
       enabled: true
@@ -124,6 +125,9 @@ class Config:
     database_mode: str = "single"
     #: shared mode: ms between claim polls for waiting reservers when no NOTIFY woke them
     poll_interval_ms: int = 1000
+    #: shared mode: ms between the leader's sweeps for flow parents whose children completed
+    #: without telling them (a note lost with its node; core/shared_flows.py); 0: never
+    flow_sweep_ms: int = 5000
     durability: str = "commit"
     history_enabled: bool = True
     history_retention_days: int = 30
@@ -239,7 +243,7 @@ def from_dict(raw) -> Config:
         ls = _keys(raw["listeners"], registry.names(), "listeners")
         c.listeners = [parse_listener(k, v, f"listeners.{k}") for k, v in ls.items()]
     db = _keys(raw.get("database"), ("url", "sqlite_synchronous", "writer_thread", "mode",
-                                     "poll_interval_ms"), "database")
+                                     "poll_interval_ms", "flow_sweep_ms"), "database")
     if "mode" in db:
         c.database_mode = _choice(db["mode"], "database.mode", DATABASE_MODES)
     if "poll_interval_ms" in db:
@@ -248,6 +252,12 @@ def from_dict(raw) -> Config:
             raise ConfigError("config key 'database.poll_interval_ms': must be an integer "
                               "from 10 to 60000 (ms)")
         c.poll_interval_ms = v
+    if "flow_sweep_ms" in db:
+        v = db["flow_sweep_ms"]
+        if not isinstance(v, int) or isinstance(v, bool) or not (v == 0 or 100 <= v <= 3_600_000):
+            raise ConfigError("config key 'database.flow_sweep_ms': must be 0 (off) or an "
+                              "integer from 100 to 3600000 (ms)")
+        c.flow_sweep_ms = v
     if "writer_thread" in db:
         v = db["writer_thread"]
         v = {True: "on", False: "off"}.get(v, v)   # YAML reads a bare on/off as a boolean

@@ -93,7 +93,8 @@ class Runtime:
         self.shared = None   # gateway.shared.SharedLink on a node in shared mode
         if config.database_mode == "shared" and self.store is not None:
             from .shared import SharedLink
-            self.shared = SharedLink(self.port, self.store, config.poll_interval_ms, self.clock)
+            self.shared = SharedLink(self.port, self.store, config.poll_interval_ms, self.clock,
+                                     config.flow_sweep_ms)
         self.port.set_webhook_allow(config.webhook_allow)
         if self.store is not None:
             self.restored = self.port.restore(self.store)

@@ -55,13 +55,15 @@ LISTEN_WAIT_S = 1.0
 class SharedLink:
     """See the module docstring. `port`: core.api.Port; `store`: the joined
     core.shared_store.SharedStore; `poll_ms`: the claim poll interval (ms); `clock`: the
-    engine's clock (wall ms for deadlines). `leader`: True while this node leads;
+    engine's clock (wall ms for deadlines); `flow_sweep_ms`: ms between the leader's sweeps
+    for stalled flow parents (core/shared_flows.py; 0: none). `leader`: True while this node leads;
     `claims`, `claimed`, `notified`, `promoted`, `rescued`: counters for stats and tests."""
 
-    def __init__(self, port, store, poll_ms: int, clock) -> None:
+    def __init__(self, port, store, poll_ms: int, clock, flow_sweep_ms: int = 5000) -> None:
         self.port = port
         self.store = store
         self.poll_ms = poll_ms
+        self.flow_sweep_ms = flow_sweep_ms
         self.clock = clock
         self.node = port.share(store.node)
         self.node.set_block(store.first_block)
@@ -180,7 +182,7 @@ class SharedLink:
             t.start()
             self._threads.append(t)
         event(log, "shared node", node=self.store.node)
-        last_poll = last_promote = last_rescue = 0.0
+        last_poll = last_promote = last_rescue = last_sweep = 0.0
         try:
             while True:
                 await anyio.sleep(PROMOTE_MS / 1000)
@@ -190,6 +192,7 @@ class SharedLink:
                         self.node.results.expire()
                     self.relay.tick(self.clock.wall_ms())
                     self.calls.expire()
+                    self.node.flows.tick()
                 except Exception:
                     log.exception("shared-mode timer callback failed")
                 if now - last_poll >= self.poll_ms:
@@ -203,6 +206,9 @@ class SharedLink:
                     self._periodic("sweep", self.node.held_ids())
                     if self.leader:
                         self._periodic("rescue")
+                if self.leader and self.flow_sweep_ms and now - last_sweep >= self.flow_sweep_ms:
+                    last_sweep = now
+                    self.node.flows.sweep()   # flow parents whose notes were lost
                 if self.leader and now - last_promote >= PROMOTE_MS:
                     last_promote = now
                     self._periodic("promote")

@@ -17,13 +17,15 @@ _LEADER = int.from_bytes(b"jglead", "big")
 
 @pytest.fixture
 def nodes(pg_url, tmp_path):
-    """`nodes(n, poll_ms=60000)`: n shared-mode nodes on one fresh database (beanstalk, workq
-    and bunqueue listeners each); all stopped afterwards."""
+    """`nodes(n, poll_ms=60000, flow_sweep_ms=None)`: n shared-mode nodes on one fresh
+    database (beanstalk, workq and bunqueue listeners each); `flow_sweep_ms`: the leader's
+    flow sweep (None: the default); all stopped afterwards."""
     started: list[Server] = []
 
-    def make(n: int, poll_ms: int = 60_000) -> list[Server]:
-        cfg = tmp_path / f"shared-{poll_ms}.yaml"
-        cfg.write_text(f"database:\n  mode: shared\n  poll_interval_ms: {poll_ms}\n")
+    def make(n: int, poll_ms: int = 60_000, flow_sweep_ms: int | None = None) -> list[Server]:
+        cfg = tmp_path / f"shared-{poll_ms}-{flow_sweep_ms}.yaml"
+        sweep = "" if flow_sweep_ms is None else f"  flow_sweep_ms: {flow_sweep_ms}\n"
+        cfg.write_text(f"database:\n  mode: shared\n  poll_interval_ms: {poll_ms}\n{sweep}")
         out = []
         for _ in range(n):
             s = Server(pg_url, workq=True, bunqueue=True, extra=["--config", str(cfg)])

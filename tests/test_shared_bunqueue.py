@@ -256,3 +256,28 @@ def test_logs_progress_and_custom_id_reads_through_another_node(nodes):
             qa.call(name, id="no-such-job", **fields)
     assert qb.call("GetJobByCustomId", customId="nope") == \
         {"ok": False, "error": "Job not found"}
+
+
+def test_stats_and_counts_per_priority_span_every_node(nodes):
+    """Jobs pushed on a and b (in the database), one delayed, one active on b, a flow parent
+    waiting for its child: Stats on a counts every node's jobs, GetCountsPerPriority on either
+    node the queue's waiting and delayed jobs on every node (not the waiting parent)."""
+    a, b = nodes(2)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    qa.push("pc", {}, priority=5)
+    qa.push("pc", {}, priority=5)
+    qb.push("pc", {}, priority=1)
+    qb.push("pc", {}, priority=5, delay=60_000)
+    qb.push("pa", {})
+    assert qb.pull("pa", owner="w", lockTtl=60_000)["job"] is not None
+    flow = [{"id": "pk", "queue": "pk", "input": {"name": "k", "data": {
+                "__parentId": "pp", "__parentQueue": "pc"}, "parentId": "pp"}},
+            {"id": "pp", "queue": "pc", "input": {"name": "p", "data": {
+                "__childrenIds": ["pk"]}, "dependsOn": ["pk"], "childrenIds": ["pk"]}}]
+    qa.ok("PUSHF", jobs=flow)
+    for q in (qa, qb):
+        assert q.call("GetCountsPerPriority", queue="pc") == \
+            {"ok": True, "queue": "pc", "counts": {"1": 1, "5": 3}}
+    st = qa.call("Stats")["stats"]
+    assert (st["waiting"], st["active"], st["delayed"], st["dlq"], st["completed"]) == \
+        (4, 1, 2, 0, 0)   # waiting: 3 in pc, the child in pk; delayed: one, and the parent

@@ -199,8 +199,8 @@ def _split(sess, name: str, cmd: dict, handler, rid, where: dict) -> None:
         sess.port.forward_to(n, "bunqueue", pack(sub), part_done(sub))
 
 
-#: commands that create jobs with the client's ids (jobId / customId)
-CUSTOM_IDS = frozenset(("PUSH", "PUSHB"))
+#: commands that create jobs with the client's ids (jobId / customId; a flow job's id)
+CUSTOM_IDS = frozenset(("PUSH", "PUSHB", "PUSHF"))
 
 
 def _custom(o) -> str | None:
@@ -210,6 +210,11 @@ def _custom(o) -> str | None:
     if c is None:
         c = o.get("customId")
     return None if c is None else str(c)
+
+
+def _flow_id(o) -> str | None:
+    c = o.get("id") if o.__class__ is dict else None
+    return c if c.__class__ is str else None
 
 
 def custom_ids(sess, name: str, cmd: dict) -> list:
@@ -222,8 +227,9 @@ def custom_ids(sess, name: str, cmd: dict) -> list:
         if items.__class__ is not list:
             return []
     out = []
+    ident = _flow_id if name == "PUSHF" else _custom
     for o in items:
-        c = _custom(o)
+        c = ident(o)
         if c is not None and port.find(c) is None:
             out.append(c)
     return out

@@ -18,10 +18,10 @@ from .flow_check import _js
 from .codec import map_header, pack, pack_value, unpack_value
 from .info import DEFAULT_LOCK_TTL_MS
 from .jobview import DEFAULT_MAX_ATTEMPTS, POLICY_FLAGS, job_body, result_body
-from .options import SHARED_NO_FLOWS, build_ext, encode_data
+from .options import build_ext, encode_data
 from .handlers_outcome import _active
-from .handlers_query import find
-from .registry import Spliced, command, err, ok_empty
+from .handlers_query import _or_remote, find
+from .registry import PENDING, Spliced, command, err, ok_empty
 
 _FLAG_POLICY = {v: k for k, v in POLICY_FLAGS.items()}
 
@@ -120,21 +120,24 @@ def push_flow(sess, cmd: dict):
     jobs = cmd.get("jobs")
     if jobs is None:
         return err("undefined is not an object (evaluating 'cmd.jobs.map')")
-    if sess.port.shared:
-        return err(SHARED_NO_FLOWS)
     if jobs.__class__ is not list:
         return err("flow jobs must be an array")
     msg = flow_check.normalise(jobs) or flow_check.check(jobs)
     if msg:
         return err(msg)
     e = sess.port
-    for j in jobs:   # assertIdsAvailable: live jobs (completed or failed included)
-        if e.find(j["id"]) is not None:
+    for j in jobs:   # assertIdsAvailable: live jobs (completed or failed included; shared
+        # mode: any node's, forward.py)
+        if e.find(j["id"]) is not None or j["id"] in sess.taken_elsewhere:
             return err(f"Flow job {j['id']} already exists")
+    waits = _waiters(jobs) if e.shared else {}
     ids = []
     for j in jobs:
         inp = j["input"]
         deps = list(inp.get("dependsOn") or ())
+        ext = _flow_ext(inp, j["id"], deps)
+        if j["id"] in waits:
+            ext["waiters"] = waits[j["id"]]
         payload, fmt = encode_data(inp["data"])
         pri = inp.get("priority")
         delay = inp.get("delay")
@@ -146,10 +149,21 @@ def push_flow(sess, cmd: dict):
             int(timeout) if timeout else DEFAULT_LOCK_TTL_MS, "bunqueue", j["id"],
             ttl_ms=int(ttl) if ttl else 0, expire_ms=int(ttl) if ttl else 0,
             max_fails=int(ma) if ma else DEFAULT_MAX_ATTEMPTS, event="push",
-            ext=_flow_ext(inp, j["id"], deps), fmt=fmt))
+            ext=ext, fmt=fmt))
     sess.info.total_pushed += len(ids)
     body = map_header(1) + pack("jobs") + _array([job_body(e.job(i)) for i in ids])
     return Spliced({"ok": True}, [("data", body)])
+
+
+def _waiters(jobs: list) -> dict:
+    """{flow job id: [ids of the flow jobs whose dependsOn name it]}: in shared mode a job
+    keeps them (extras ``waiters``) so that its completion on any node reaches them
+    (core/shared_flows.py)."""
+    out: dict = {}
+    for j in jobs:
+        for d in j["input"].get("dependsOn") or ():
+            out.setdefault(d, []).append(j["id"])
+    return out
 
 
 # ------------------------------------------------------------------ reads
@@ -163,13 +177,47 @@ def get_children_values(sess, cmd: dict):
     """{ok, data: {values: {"<queue>:<child id>": result}}}: the results of the parent's
     children that completed (queries.js getChildrenValues); a child deleted since
     (removeOnComplete, retention) is named by its id alone while the parent is unfinished."""
-    parent = find(sess, cmd.get("id"))
+    e = sess.port
+    id = cmd.get("id")
+    parent = find(sess, id)
+    if not e.shared:
+        return _children_values(parent, e.lookup)
+    # shared mode: the parent and its children may be on other nodes or in the database
+    rid = sess.rid
+
+    def answer(reply) -> None:
+        if not sess.closed:
+            sess.later(rid, reply)
+
+    def with_parent(parent) -> None:
+        kids = _children(parent)
+        here = {u: e.lookup(u) for u in kids}
+        missing = [u for u, v in here.items() if v is None]
+        if not missing:
+            answer(_children_values(parent, here.get))
+            return
+
+        def got(views) -> None:
+            if not isinstance(views, Exception):
+                here.update(views)
+            answer(_children_values(parent, here.get))
+        e.lookup_remote_many(missing, got)
+    if parent is not None or id.__class__ is not str:
+        with_parent(parent)
+    else:
+        e.lookup_remote(id, lambda v: with_parent(None if isinstance(v, Exception) else v))
+    return PENDING
+
+
+def _children_values(parent, lookup) -> Spliced:
+    """GetChildrenValues' reply for `parent` (a JobView or None), its children read with
+    `lookup(uid)` (a JobView or None)."""
     parts = []
     kept = {}
     if parent is not None and parent.result is None and parent.ext is not None:
         kept = parent.ext.get("keptValues") or {}   # deleted children, while it waits
     for uid in _children(parent):
-        child = sess.port.lookup(uid)
+        child = lookup(uid)
         if child is None:
             if uid in kept:   # the reference names a child that is gone by its id alone
                 res, fmt = kept[uid]
@@ -183,11 +231,12 @@ def get_children_values(sess, cmd: dict):
     return Spliced({"ok": True}, [("data", map_header(1) + pack("values") + values)])
 
 
-def _failures(sess, cmd: dict, key: str) -> dict:
-    parent = find(sess, cmd.get("id"))
-    if parent is None or parent.result is not None or parent.ext is None:
-        return {"ok": True, "values": {}}
-    return {"ok": True, "values": dict(parent.ext.get(key) or {})}
+def _failures(sess, cmd: dict, key: str):
+    def answer(parent):
+        if parent is None or parent.result is not None or parent.ext is None:
+            return {"ok": True, "values": {}}
+        return {"ok": True, "values": dict(parent.ext.get(key) or {})}
+    return _or_remote(sess, cmd.get("id"), answer)   # shared mode: any node's parent
 
 
 @command("GetFailedChildrenValues")

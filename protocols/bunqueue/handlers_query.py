@@ -211,18 +211,24 @@ def count(sess, cmd: dict):
 
 @command("GetCountsPerPriority")
 def get_counts_per_priority(sess, cmd: dict):
+    """Waiting and delayed jobs of the queue per priority (a flow parent waiting for children
+    is not counted); in shared mode every node's (Port.priority_counts_global)."""
     queue = queue_name(cmd.get("queue"))
-    out: dict = {}
-    # waiting and delayed jobs, keyed by the bunqueue priority as a string
-    for rank, n in sess.port.priority_counts(queue).items():
-        p = str(rank_priority(rank))
-        out[p] = out.get(p, 0) + n
-    # a JavaScript object lists array-index keys (0, 1, ...) first, ascending; the others
-    # (negative priorities) after them in insertion order
-    idx = sorted((k for k in out if k.isdigit()), key=int)
-    if idx:
-        out = {**{k: out[k] for k in idx}, **{k: n for k, n in out.items() if not k.isdigit()}}
-    return {"ok": True, "queue": queue, "counts": out}
+
+    def answer(ranks: dict):
+        out: dict = {}
+        # waiting and delayed jobs, keyed by the bunqueue priority as a string
+        for rank, n in ranks.items():
+            p = str(rank_priority(rank))
+            out[p] = out.get(p, 0) + n
+        # a JavaScript object lists array-index keys (0, 1, ...) first, ascending; the others
+        # (negative priorities) after them in insertion order
+        idx = sorted((k for k in out if k.isdigit()), key=int)
+        if idx:
+            out = {**{k: out[k] for k in idx},
+                   **{k: n for k, n in out.items() if not k.isdigit()}}
+        return {"ok": True, "queue": queue, "counts": out}
+    return _when(sess, lambda cb: sess.port.priority_counts_global(queue, cb), answer)
 
 
 #: GetJobs' state names -> (canonical state, rank filter) for Port.jobs_global; "waiting",
@@ -382,23 +388,21 @@ def ping(sess, cmd: dict):
     return {"ok": True, "data": {"pong": True, "time": float(sess.port.clock.wall_ms())}}
 
 
-def _totals(sess) -> dict:
-    st = sess.port.stats()
-    return {"waiting": st.ready, "active": st.reserved, "delayed": st.delayed,
-            "dlq": st.buried, "completed": st.completed}
-
-
 @command("Stats")
 def stats(sess, cmd: dict):
+    """The server's job counts (in shared mode every node's: Port.stats_global) and this
+    process's counters (failed, uptime, rates: per node, as beanstalk's cmd-* are)."""
     info = sess.info
-    t = _totals(sess)
-    uptime_ms = sess.port.clock.monotonic_ms() - info.started
-    secs = max(uptime_ms / 1000, 1e-3)
-    return {"ok": True, "stats": {
-        "waiting": t["waiting"], "active": t["active"], "delayed": t["delayed"],
-        "dlq": t["dlq"], "completed": t["completed"], "failed": info.failed_total(),
-        "uptime": num(uptime_ms), "pushPerSec": js_num(round(info.total_pushed / secs, 2)),
-        "pullPerSec": js_num(round(info.total_pulled / secs, 2))}}
+
+    def answer(st):
+        uptime_ms = sess.port.clock.monotonic_ms() - info.started
+        secs = max(uptime_ms / 1000, 1e-3)
+        return {"ok": True, "stats": {
+            "waiting": st.ready, "active": st.reserved, "delayed": st.delayed,
+            "dlq": st.buried, "completed": st.completed, "failed": info.failed_total(),
+            "uptime": num(uptime_ms), "pushPerSec": js_num(round(info.total_pushed / secs, 2)),
+            "pullPerSec": js_num(round(info.total_pulled / secs, 2))}}
+    return _when(sess, sess.port.stats_global, answer)
 
 
 @command("StorageStatus")

@@ -205,6 +205,7 @@ def build_ext(opts: dict, custom_id, deps_unmet: list) -> dict | None:
     return ext
 
 
-#: the error for a flow or a dependency in shared mode (docs/scaling.md: a parent waiting for
-#: children that other nodes finish is not released yet)
-SHARED_NO_FLOWS = "Flows and job dependencies are not supported in shared mode (docs/scaling.md)"
+#: the error for a dependency made outside a flow in shared mode (docs/scaling.md: only PUSHF's
+#: jobs know the jobs waiting for them, which a finish on another node must tell)
+SHARED_NO_FLOWS = ("Job dependencies outside a flow (dependsOn, parentId) are not supported in "
+                   "shared mode; use a flow (PUSHF) (docs/scaling.md)")

@@ -1,0 +1,147 @@
+"""bunqueue flows across nodes in shared mode (issue 19; docs/scaling.md "Flows across nodes",
+core/shared_flows.py): a PUSHF made on one node, its children pulled and finished on others;
+the parent is served only after its last child completed, wherever; a child deleted over
+beanstalk by the worker that reserved it counts as completed; a child's final failure acts on
+its parent by its policy; the parent reads its children's values from any node; flow ids are
+unique across nodes; and the leader's sweep releases a parent whose note was lost. Real node
+processes on one fresh PostgreSQL database, real bunqueue and beanstalk sockets.
+
+Needs JOBGATE_TEST_PG_URL (skipped with a clear reason without it).
+"""
+from __future__ import annotations
+
+import time
+
+from .bunqueue_support import BQ
+from .shared_support import bean, rows
+from .test_bunqueue_flows import node, simple_flow
+
+
+def _until(fn, seconds: float = 15.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        got = fn()
+        if got:
+            return got
+        time.sleep(0.05)
+    return fn()
+
+
+def test_parent_waits_for_children_finished_on_other_nodes(nodes):
+    """PUSHF on a; each child pulled and acknowledged on another node: the parent is not
+    served before the last one, then any node serves it; its children's values read the same
+    on every node; a second PUSHF with the same ids, on another node, is refused."""
+    a, b, c = nodes(3, flow_sweep_ms=0)   # no sweep: the notes alone
+    qa, qb, qc = BQ(a.bunqueue_port), BQ(b.bunqueue_port), BQ(c.bunqueue_port)
+    p, kids, jobs = simple_flow("sfp", "sfc")
+    qa.ok("PUSHF", jobs=jobs)
+    assert qb.call("PUSHF", jobs=jobs) == {"ok": False,
+                                          "error": f"Flow job {kids[0]} already exists"}
+    first = qb.pull("sfc", timeout=2000)["job"]
+    assert first["id"] in kids
+    qb.ok("ACK", id=first["id"], result={"r": 1})
+    assert qc.state(p) == "waiting-children"
+    assert qa.pull("sfp", timeout=300)["job"] is None
+    second = qc.pull("sfc", timeout=2000)["job"]
+    assert second["id"] in kids and second["id"] != first["id"]
+    qc.ok("ACK", id=second["id"], result=[2])
+    got = qb.pull("sfp", timeout=5000)["job"]
+    assert got is not None and got["id"] == p and got["data"]["top"] is True
+    want = {f"sfc:{first['id']}": {"r": 1}, f"sfc:{second['id']}": [2]}
+    for q in (qa, qb, qc):
+        assert q.call("GetChildrenValues", id=p) == {"ok": True, "data": {"values": want}}
+    qb.ok("ACK", id=p, result="done")
+    assert rows(nodes.url, "SELECT state FROM jobs WHERE uid = %s", (p,)) == [("completed",)]
+
+
+def test_beanstalk_delete_of_a_child_on_another_node_releases_the_parent(nodes):
+    """The children of a bunqueue flow reserved and deleted over beanstalk on b (beanstalk's
+    success): the parent becomes ready and a beanstalk worker on a reserves it."""
+    a, b = nodes(2, flow_sweep_ms=0)
+    qa = BQ(a.bunqueue_port)
+    p, kids, jobs = simple_flow("bfp", "bfc")
+    qa.ok("PUSHF", jobs=jobs)
+    wb = bean(b, "bfc")
+    for _ in kids:
+        j = wb.reserve(timeout=5)
+        wb.delete(j)
+    wa = bean(a, "bfp")
+    j = wa.reserve(timeout=10)
+    assert b'"top"' in j.body or b"top" in j.body
+    assert qa.state(p) == "active"
+
+
+def test_failed_child_on_another_node_fails_its_parent(nodes):
+    """A child with failParentOnFailure fails for good (maxAttempts 1) on b: the parent, in
+    the database, fails too with the reference's error; the sibling's completion then changes
+    nothing."""
+    a, b = nodes(2, flow_sweep_ms=0)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    p, kids, jobs = simple_flow("ffp", "ffc", {"failParentOnFailure": True, "maxAttempts": 1})
+    qa.ok("PUSHF", jobs=jobs)
+    j = qb.pull("ffc", timeout=2000)["job"]
+    qb.ok("FAIL", id=j["id"], error="boom")
+    assert _until(lambda: qa.state(p) == "failed")
+    msg = f"Child job {j['id']} failed: boom".encode()
+    assert _until(lambda: rows(nodes.url, "SELECT state, result FROM jobs WHERE uid = %s",
+                               (p,)) == [("buried", msg)])
+    other = qa.pull("ffc", timeout=2000)["job"]
+    qa.ok("ACK", id=other["id"])
+    assert qa.pull("ffp", timeout=300)["job"] is None
+    assert qb.state(p) == "failed"
+
+
+def test_nested_flow_spread_over_nodes(nodes):
+    """A grandparent waits for a parent that waits for two children: children acknowledged on
+    b and c, the parent then served and acknowledged on a, and only then the grandparent."""
+    a, b, c = nodes(3, flow_sweep_ms=0)
+    qa, qb, qc = BQ(a.bunqueue_port), BQ(b.bunqueue_port), BQ(c.bunqueue_port)
+    g, p, k1, k2 = "nest-g", "nest-p", "nest-k1", "nest-k2"
+    jobs = [node(k1, "nk", "k1", {"i": 1}, (p, "np")), node(k2, "nk", "k2", {"i": 2}, (p, "np")),
+            node(p, "np", "p", {"mid": True}, (g, "ng"), children=[k1, k2]),
+            node(g, "ng", "g", {"top": True}, children=[p])]
+    qb.ok("PUSHF", jobs=jobs)
+    for q in (qb, qc):
+        j = q.pull("nk", timeout=2000)["job"]
+        q.ok("ACK", id=j["id"])
+    assert qc.pull("ng", timeout=300)["job"] is None
+    mid = qa.pull("np", timeout=5000)["job"]
+    assert mid is not None and mid["id"] == p
+    qa.ok("ACK", id=p)
+    top = qc.pull("ng", timeout=5000)["job"]
+    assert top is not None and top["id"] == g
+
+
+def test_leader_sweep_releases_a_parent_whose_note_was_lost(nodes):
+    """A child completed in the database without its node telling the parent (as when the
+    node dies between its commit and the note): within a few seconds the leader's sweep
+    releases the parent."""
+    a, b = nodes(2, flow_sweep_ms=200)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    p, kids, jobs = simple_flow("swp", "swc", n=1)
+    qa.ok("PUSHF", jobs=jobs)
+    assert qa.pull("swp", timeout=300)["job"] is None
+    # what a lost note leaves behind: the child's row completed, the parent still parked
+    rows(nodes.url, "UPDATE jobs SET state = 'completed', result = %s, result_ok = 1, "
+                    "node = NULL WHERE uid = %s RETURNING id", (b"\xc0", kids[0]), commit=True)
+    got = qb.pull("swp", timeout=10000)["job"]
+    assert got is not None and got["id"] == p
+
+
+def test_values_of_children_removed_on_complete_reach_the_parent(nodes):
+    """Children with removeOnComplete acknowledged on b and c (their rows gone): the parent
+    still reads their results, named by id alone, on every node."""
+    a, b, c = nodes(3, flow_sweep_ms=0)
+    qa, qb, qc = BQ(a.bunqueue_port), BQ(b.bunqueue_port), BQ(c.bunqueue_port)
+    p, kids, jobs = simple_flow("kvp", "kvc", {"removeOnComplete": True})
+    qa.ok("PUSHF", jobs=jobs)
+    done = {}
+    for i, q in enumerate((qb, qc)):
+        j = q.pull("kvc", timeout=2000)["job"]
+        q.ok("ACK", id=j["id"], result={"r": i})
+        done[j["id"]] = {"r": i}
+    got = qa.pull("kvp", timeout=5000)["job"]
+    assert got is not None and got["id"] == p
+    assert rows(nodes.url, "SELECT count(*) FROM jobs WHERE queue = 'kvc'") == [(0,)]
+    for q in (qa, qb, qc):
+        assert q.call("GetChildrenValues", id=p) == {"ok": True, "data": {"values": done}}
