@@ -111,23 +111,26 @@ _ONE_QUEUE = (
 def job_counts(conn, node: str, queue: str, now_ms: int) -> tuple:
     """Every state's count of `queue`'s rows not held by `node` (this node counts those), for
     a bunqueue GetJobCounts / Count: ({state: jobs, "prioritized": ready jobs with a rank
-    below 0}, pause {queue: (until_ms, pause_ms)} in force at `now_ms`). The states beanstalk
+    below 0, "blocked": delayed rows parked for flow children (in `delayed` too)}, pause
+    {queue: (until_ms, pause_ms)} in force at `now_ms`). The states beanstalk
     sees are index scans (as counts()); `completed` reads the table (no index has it)."""
     def go(cur):
-        cur.execute(_ALL_STATES, (queue, node, queue, node, queue, node, queue, node, queue,
-                                  node))
-        ready, prio, delayed, reserved, buried, completed = cur.fetchone()
+        cur.execute(_ALL_STATES, (queue, node, queue, now_ms + BLOCKED_MS // 2, node, queue,
+                                  node, queue, node, queue, node, queue, node))
+        ready, prio, delayed, blocked, reserved, buried, completed = cur.fetchone()
         cur.execute("SELECT queue, until_ms, pause_ms FROM queue_pauses "
                     "WHERE until_ms > %s AND queue = %s", (now_ms, queue))
         pauses = {q: (u, p) for q, u, p in cur.fetchall()}
-        return ({READY: ready, "prioritized": prio, DELAYED: delayed, RESERVED: reserved,
-                 BURIED: buried, COMPLETED: completed}, pauses)
+        return ({READY: ready, "prioritized": prio, DELAYED: delayed, "blocked": blocked,
+                 RESERVED: reserved, BURIED: buried, COMPLETED: completed}, pauses)
     return _run(conn, go)
 
 
 _ALL_STATES = (
     "SELECT r.n, r.p, "
     "(SELECT count(*) FROM jobs WHERE queue = %s AND state = 'delayed' "
+    "AND node IS DISTINCT FROM %s), "
+    "(SELECT count(*) FROM jobs WHERE queue = %s AND state = 'delayed' AND ready_at_ms > %s "
     "AND node IS DISTINCT FROM %s), "
     "(SELECT count(*) FROM jobs WHERE queue = %s AND state = 'reserved' "
     "AND node IS DISTINCT FROM %s), "
@@ -143,8 +146,9 @@ def queue_jobs(conn, node: str, queue: str, where, newest_first: bool, limit: in
                now_ms: int) -> list:
     """Up to `limit` rows of `queue` not held by `node`, as JobViews, by id (descending with
     `newest_first`); `where`: None (every state) or a list of (state, rank) filters, OR-ed:
-    rank None (any), "neg" (priority below 0), "nonneg", "blocked" (none in the database) or
-    "free" (bunqueue GetJobs across nodes).
+    rank None (any), "neg" (priority below 0), "nonneg", "blocked" (a delayed row parked for
+    its flow children: ready_at_ms past now + BLOCKED_MS / 2) or "free" (not parked) (bunqueue
+    GetJobs across nodes).
     Index scans by id (the primary key) filtered by queue: a listing, not a worker's path."""
     def go(cur):
         cond, args = [], [queue, node]
@@ -155,8 +159,12 @@ def queue_jobs(conn, node: str, queue: str, where, newest_first: bool, limit: in
                 c += " AND priority < 0"
             elif rank == "nonneg":
                 c += " AND priority >= 0"
-            elif rank == "blocked":   # dependencies are refused in shared mode: none stored
-                c += " AND FALSE"
+            elif rank == "blocked":
+                c += " AND ready_at_ms > %s"
+                args.append(now_ms + BLOCKED_MS // 2)
+            elif rank == "free":
+                c += " AND (ready_at_ms IS NULL OR ready_at_ms <= %s)"
+                args.append(now_ms + BLOCKED_MS // 2)
             cond.append(f"({c})")
         if where is not None and not cond:
             return []

@@ -37,6 +37,13 @@ def test_parent_waits_for_children_finished_on_other_nodes(nodes):
     qa.ok("PUSHF", jobs=jobs)
     assert qb.call("PUSHF", jobs=jobs) == {"ok": False,
                                           "error": f"Flow job {kids[0]} already exists"}
+    # the parent waits in the database: every node shows it waiting for children
+    counts = qc.ok("GetJobCounts", queue="sfp")["counts"]
+    assert (counts["waiting-children"], counts["delayed"]) == (1, 0)
+    assert qc.ok("Count", queue="sfp")["count"] == 0
+    assert [j["id"] for j in qc.ok("GetJobs", queue="sfp", state="waiting-children")["jobs"]] \
+        == [p]
+    assert qc.ok("GetJobs", queue="sfp", state="delayed")["jobs"] == []
     first = qb.pull("sfc", timeout=2000)["job"]
     assert first["id"] in kids
     qb.ok("ACK", id=first["id"], result={"r": 1})
