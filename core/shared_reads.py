@@ -332,8 +332,9 @@ def _kick_rows(cur, pick: str, args: tuple, dialect: str, now_ms: int, history: 
 
 def kick(conn, queue: str, bound: int, dialect: str, now_ms: int, history: bool) -> int:
     """beanstalk kick on `queue`: up to `bound` buried jobs (put order), else, when the queue
-    has no buried job at all, up to `bound` delayed jobs (soonest first). Rows another node
-    is changing are skipped. Returns how many jobs were kicked."""
+    has no buried job at all, up to `bound` delayed jobs (soonest first; not a flow parent
+    parked for its children, as on one server). Rows another node is changing are skipped.
+    Returns how many jobs were kicked."""
     if bound <= 0:
         return 0
 
@@ -348,8 +349,9 @@ def kick(conn, queue: str, bound: int, dialect: str, now_ms: int, history: bool)
         if cur.fetchone()[0]:
             return 0     # buried jobs another kick holds: kick no delayed one (beanstalkd)
         return _kick_rows(cur, "SELECT id FROM jobs WHERE queue = %s AND state = 'delayed' "
-                          "ORDER BY ready_at_ms, id LIMIT %s FOR UPDATE SKIP LOCKED",
-                          (queue, bound), dialect, now_ms, history)
+                          "AND ready_at_ms <= %s ORDER BY ready_at_ms, id LIMIT %s "
+                          "FOR UPDATE SKIP LOCKED", (queue, now_ms + BLOCKED_MS // 2, bound),
+                          dialect, now_ms, history)
     return _run(conn, go)
 
 
@@ -363,14 +365,15 @@ def _allowed(cur, id: int, allows) -> bool:
 
 
 def kick_job(conn, id: int, dialect: str, now_ms: int, history: bool, allows=None) -> bool:
-    """beanstalk kick-job of a job in the database: True when it was buried or delayed and is
-    ready now. `allows(queue)` (optional): a job of a queue it refuses is not found."""
+    """beanstalk kick-job of a job in the database: True when it was buried or delayed (not
+    a flow parent parked for its children) and is ready now. `allows(queue)` (optional): a
+    job of a queue it refuses is not found."""
     def go(cur):
         if not _allowed(cur, id, allows):
             return False
-        return _kick_rows(cur, "SELECT id FROM jobs WHERE id = %s AND state IN "
-                          "('buried', 'delayed') FOR UPDATE", (id,),
-                          dialect, now_ms, history) > 0
+        return _kick_rows(cur, "SELECT id FROM jobs WHERE id = %s AND (state = 'buried' OR "
+                          "(state = 'delayed' AND ready_at_ms <= %s)) FOR UPDATE",
+                          (id, now_ms + BLOCKED_MS // 2), dialect, now_ms, history) > 0
     return _run(conn, go)
 
 

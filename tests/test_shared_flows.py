@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import time
 
+import greenstalk
+import pytest
+
 from .bunqueue_support import BQ
 from .shared_support import bean, rows
 from .test_bunqueue_flows import node, simple_flow
@@ -68,6 +71,11 @@ def test_beanstalk_delete_of_a_child_on_another_node_releases_the_parent(nodes):
     qa = BQ(a.bunqueue_port)
     p, kids, jobs = simple_flow("bfp", "bfc")
     qa.ok("PUSHF", jobs=jobs)
+    (pid,), = rows(nodes.url, "SELECT id FROM jobs WHERE uid = %s", (p,))
+    kicker = bean(b, "bfp")   # a parked parent is not kicked, as on one server
+    assert kicker.kick(10) == 0
+    with pytest.raises(greenstalk.NotFoundError):
+        kicker.kick_job(pid)
     wb = bean(b, "bfc")
     for _ in kids:
         j = wb.reserve(timeout=5)
