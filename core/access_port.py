@@ -22,7 +22,9 @@ operation cannot bypass the check):
   `queue_names_global` lists allowed queues only; `peek_global` answers None,
   `kick_job_global` / `delete_global` False for a job of a disallowed queue (in shared mode
   the statement checks the row's queue with the principal's `allows`); `dedup_global` looks
-  up the keys of allowed queues only; `lookup_remote_many` answers jobs of allowed queues only.
+  up the keys of allowed queues only; `lookup_remote_many` answers jobs of allowed queues only. The
+  dashboard's (core/port_pages.py): `queue_views_global`, `failed_counts_global` list allowed
+  queues only, `job_global` answers None for a job of a disallowed queue.
 - PASS: names no queue or job (clock, server counts, owners, timers, ids; a dialect's own
   records, whose keys the dialect checks against the queue they name).
 
@@ -42,7 +44,7 @@ QUEUE_ARG = ("attach", "keep", "pause", "queue", "priority_counts", "put", "put_
              "cron_set", "job_page", "failed_count", "drain_queue", "queue_global",
              "job_counts", "job_counts_global", "jobs_global", "peek_ready_global",
              "peek_delayed_global", "peek_buried_global", "kick_global", "pause_global",
-             "priority_counts_global")
+             "priority_counts_global", "job_page_global", "drain_global")
 QUEUE_LIST = ("reserve",)
 OWNER_QUEUE = ("reserve_many",)
 #: name -> the answer for a job that is not visible
@@ -61,7 +63,8 @@ LISTING = ("queue_names", "queue_views", "subscribe", "count_events", "observe",
            "failed_counts", "add_webhook",
            "remove_webhook", "set_webhook_enabled", "webhook", "webhooks", "cron_get",
            "cron_delete", "cron_list", "queue_names_global", "peek_global", "kick_job_global",
-           "delete_global", "dedup_global", "lookup_remote_many")
+           "delete_global", "dedup_global", "lookup_remote_many", "queue_views_global",
+           "failed_counts_global", "job_global")
 PASS = ("clock", "persistence", "restore", "tick", "next_due", "set_wakeup", "set_policy",
         "draining", "set_draining", "commit_mark", "committed", "stats", "detach",
         "new_owner", "owner_idle", "release_owner", "cancel_wait", "burn_id", "uid_taken",
@@ -147,6 +150,22 @@ class ScopedPort:
             else:   # the queue seen is the one deleted from (a uid reused meanwhile: no)
                 self.base.remove_remote(uid, callback, v.queue)
         self.base.lookup_remote(uid, checked)
+
+    def queue_views_global(self, callback) -> None:
+        """Port.queue_views_global, allowed queues only."""
+        allows = self._allows
+        self.base.queue_views_global(lambda r: callback(
+            r if isinstance(r, Exception) else [v for v in r if allows(v.name)]))
+
+    def failed_counts_global(self, callback) -> None:
+        """Port.failed_counts_global, allowed queues only."""
+        allows = self._allows
+        self.base.failed_counts_global(lambda r: callback(
+            r if isinstance(r, Exception) else {q: n for q, n in r.items() if allows(q)}))
+
+    def job_global(self, id, callback) -> None:
+        """Port.job_global; None for a job of a disallowed queue."""
+        self.base.job_global(id, self._filtered(callback))
 
     def lookup_remote_many(self, uids, callback) -> None:
         """Port.lookup_remote_many; jobs of disallowed queues are left out."""

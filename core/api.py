@@ -34,6 +34,7 @@ from .port_dialect import DialectOps, load_dialect_state as _load_dialect_state
 from .port_feed import FeedOps
 from .port_flows import FlowOps
 from .port_global import GlobalOps
+from .port_pages import PageOps
 from .port_jobs import JobOps
 from .port_settings import SettingsOps
 from .port_shared import PROBE_MS, SharedOps, fire_due, open_shared_store
@@ -81,7 +82,7 @@ def open_store(url: str, sqlite_synchronous: str = "NORMAL"):
 
 
 class Port(JobOps, FlowOps, WebhookOps, SettingsOps, DialectOps, FeedOps, SharedOps,
-           GlobalOps):
+           GlobalOps, PageOps):
     """The engine port (see the module docstring). Build one with `Port.create()`, or wrap an
     engine with `Port.of(engine)` (one port per engine).
 

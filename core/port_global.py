@@ -39,6 +39,29 @@ _STATE_FIELD = {READY: 1, DELAYED: 3, RESERVED: 5, BURIED: 6, COMPLETED: 7}
 _STATS_FIELD = {READY: 1, RESERVED: 2, DELAYED: 3, BURIED: 4, COMPLETED: 5}
 
 
+def merged_view(e, name: str, rows: list, pause, now_ms: int) -> QueueView | None:
+    """Queue `name` as this engine has it (None: not here) with the database's `rows` of it
+    added ([(queue, state, jobs, urgent)], shared_reads.counts) and its `pause` across nodes
+    ((until_ms, pause_ms) or None) at wall `now_ms`; None when it exists nowhere."""
+    q = e.queues.get(name)
+    if q is None and not rows and pause is None:
+        return None
+    if q is not None:
+        v = list(queue_view(e, q))
+    else:
+        v = [name, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, False, 0, 0, False, False]
+    for _, state, n, urgent in rows:
+        i = _STATE_FIELD.get(state)
+        if i is not None:
+            v[i] += n
+        v[2] += urgent
+    if pause is not None:
+        left = pause[0] - now_ms
+        if left > 0:
+            v[14], v[15], v[16] = True, pause[1], max(left, v[16])
+    return QueueView(*v)
+
+
 class GlobalOps:
     """Global reads and admin changes of core.api.Port (see the module docstring)."""
 
@@ -83,24 +106,7 @@ class GlobalOps:
 
         def merge(res):
             rows, pauses = res
-            q = e.queues.get(name)
-            if q is None and not rows and name not in pauses:
-                return None
-            if q is not None:
-                v = list(queue_view(e, q))
-            else:
-                v = [name, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, False, 0, 0, False, False]
-            for _, state, n, urgent in rows:
-                i = _STATE_FIELD.get(state)
-                if i is not None:
-                    v[i] += n
-                v[2] += urgent
-            p = pauses.get(name)
-            if p is not None:
-                left = p[0] - self.clock.wall_ms()
-                if left > 0:
-                    v[14], v[15], v[16] = True, p[1], max(left, v[16])
-            return QueueView(*v)
+            return merged_view(e, name, rows, pauses.get(name), self.clock.wall_ms())
         sh.query_settled(_sr().counts, (sh.node, name, self.clock.wall_ms()),
                          _then(callback, merge))
 

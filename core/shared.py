@@ -182,6 +182,15 @@ class SharedNode:
                 e.by_uid.pop(job.uid, None)
             if job.ext is not None:
                 e._unindex(job)
+                deps = job.ext.get("deps")
+                if deps:   # a flow parent leaving: the notes of its children find its row
+                    dependents = e.dependents
+                    for d in deps:
+                        s = dependents.get(d)
+                        if s is not None:
+                            s.discard(job.id)
+                            if not s:
+                                del dependents[d]
             q.ids_dead += 1
             if q.ids_dead > (len(q.ids) >> 1) + 1024:
                 compact_ids(e, q)

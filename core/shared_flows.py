@@ -14,23 +14,28 @@ its own commit (the child's completion) is in the database:
 - ``("kept", child uid, [result, fmt])``: a completed child is being deleted: its result stays
   readable for the parent (``keptValues``).
 
-A note is delivered by taking the parent's row into this node's engine (core/shared_calls.py
-`reach`: a row no node holds) and applying it there with the engine's own flow code, so the
-released parent is written back (ready) at the next commit or handed to a waiting worker
-here. When another node holds the parent (it took it for a note of its own, a moment ago),
-the note is forwarded to that node (`jobgate_calls`, handler FLOW_CALLS), which applies it or,
-if it gave the parent back meanwhile, delivers it again. A note that cannot be delivered (the
-database fails, the holder does not answer) is tried again RETRY_MS later, up to TRIES times.
+The notes made before one commit go together, after it: those to one parent are applied
+at once, values and failures before completions, so that a worker given a parent released by
+its last child reads that child's kept value too. They are delivered by taking the parents'
+rows into this node's engine (core/shared_calls.py `reach`: rows no node holds) and applying
+them there with the engine's own flow code, so a released parent is written back (ready) at
+the next commit or handed to a waiting worker here. When another node holds a parent (it
+took it for notes of its own, a moment ago), its notes are forwarded to that node
+(`jobgate_calls`, handler FLOW_CALLS), which applies them or, if it gave the parent back
+meanwhile, delivers them again. Notes that cannot be delivered (the database fails, the
+holder does not answer) are tried again RETRY_MS later, the wait doubling up to RETRY_MAX_MS,
+and never given up.
 
 Which jobs wait for a job: a child's ``waiters`` extra (the uids of the flow jobs whose
 ``dependsOn`` name it), written by bunqueue's PUSHF in shared mode; the parent's ``deps``
 are as on a single server.
 
-A safety net for a note lost with its node (killed between the child's commit and the note):
-the leader's sweep (`stalled`) reads the parked rows nobody holds and the children of theirs
-that completed, and the loop sends the "done" notes again (a note for a child the parent no
-longer waits for changes nothing). A child that completed with removeOnComplete leaves no row,
-so a note lost for it is not repaired (docs/scaling.md). Units: ms.
+A safety net for notes lost with their node (stopped or killed between the child's commit
+and the notes' delivery): the leader's sweep (`stalled`) pages through the parked rows nobody
+holds, SWEEP_MAX a round, and finds the children of theirs that completed; the loop sends
+those "done" notes again (a note for a child the parent no longer waits for changes nothing).
+A child that completed with removeOnComplete leaves no row, so a "done" note lost for it is
+not repaired, nor is a lost "failed" or "kept" note (docs/scaling.md). Units: ms.
 """
 from __future__ import annotations
 
@@ -41,14 +46,17 @@ from .shared_reads import UID_SQL, _run
 
 #: the Calls "dialect" of parent notes forwarded to the node holding the parent
 FLOW_CALLS = "@flow"
-#: ms before a note that could not be delivered is tried again
+#: ms before notes that could not be delivered are tried again (doubling each time)
 RETRY_MS = 1000
-#: deliveries of one note at most
-TRIES = 30
-#: deliveries of a note whose parent no other node holds and that is not here (see _reached)
+#: ms between tries at most: a note is never given up (the database may be away a while)
+RETRY_MAX_MS = 30_000
+#: deliveries of notes whose parent no other node holds and that is not here (see _reached)
 ABSENT_TRIES = 3
-#: parked parents the leader's sweep reads at most per round
+#: parked parents the leader's sweep reads per round (it pages through them round by round)
 SWEEP_MAX = 500
+#: the order notes to one parent are applied in: its children's values and failures before
+#: the completions that may release it (a worker given the parent reads them all)
+_ORDER = {"kept": 0, "failed": 1, "done": 2}
 
 
 def waiters(ext) -> tuple:
@@ -58,41 +66,50 @@ def waiters(ext) -> tuple:
     return ext.get("waiters") or ()
 
 
-def stalled(conn, now_ms: int) -> list:
-    """[(parent uid, [child uid, ...])]: parked parents no node holds (a delayed row at the far
-    deadline, at most SWEEP_MAX) and those of the children they wait for whose rows are
-    completed (the leader's sweep; see the module docstring)."""
+def stalled(conn, now_ms: int, after: tuple) -> tuple:
+    """The leader's sweep (see the module docstring): up to SWEEP_MAX parked parents no node
+    holds (a delayed row at the far deadline), in (ready_at_ms, id) order after the cursor
+    `after` ((ready_at_ms, id); (0, 0) from the start), and those of the children they wait
+    for whose rows are completed. Returns ([(parent uid, [child uid, ...])], the cursor for
+    the next round: (0, 0) once the end was reached)."""
     def go(cur):
-        cur.execute(f"SELECT {UID_SQL}, extras FROM jobs WHERE state = 'delayed' AND "
-                    "ready_at_ms > %s AND node IS NULL AND extras IS NOT NULL "
-                    "ORDER BY ready_at_ms LIMIT %s", (now_ms + BLOCKED_MS // 2, SWEEP_MAX))
+        cur.execute(f"SELECT {UID_SQL}, extras, ready_at_ms, id FROM jobs WHERE state = "
+                    "'delayed' AND ready_at_ms > %s AND node IS NULL AND extras IS NOT NULL "
+                    "AND (ready_at_ms, id) > (%s, %s) ORDER BY ready_at_ms, id LIMIT %s",
+                    (now_ms + BLOCKED_MS // 2, after[0], after[1], SWEEP_MAX))
+        got = cur.fetchall()
+        nxt = (got[-1][2], got[-1][3]) if len(got) == SWEEP_MAX else (0, 0)
         parents = []
-        for uid, extras in cur.fetchall():
+        for uid, extras, _, _ in got:
             ext = msgpack.unpackb(bytes(extras), raw=False, strict_map_key=False)
             deps = ext.get("deps") if ext.__class__ is dict else None
             if deps:
                 parents.append((uid, list(deps)))
         if not parents:
-            return []
+            return [], nxt
         cur.execute("SELECT uid FROM jobs WHERE uid = ANY(%s) AND state = 'completed'",
                     ([d for _, deps in parents for d in deps],))
         done = {r[0] for r in cur.fetchall()}
         return [(uid, [d for d in deps if d in done]) for uid, deps in parents
-                if any(d in done for d in deps)]
+                if any(d in done for d in deps)], nxt
     return _run(conn, go)
 
 
 class SharedFlows:
     """One node's parent notes (see the module docstring); `node`: core.shared.SharedNode.
-    Counters: `sent` (notes delivered by taking the parent here or forwarding it),
-    `applied` (notes applied to a parent here), `dropped` (given up after TRIES)."""
+    Counters: `sent` (notes delivered: applied here or forwarded), `applied` (notes applied
+    to a parent here), `retried` (deliveries tried again), `absent` (notes whose parent
+    was found nowhere: deleted)."""
 
     def __init__(self, node) -> None:
         self.node = node
-        self.retry: list = []      # (due monotonic ms, parent uid, note, tries)
-        self.in_flight: set = set()   # (parent uid, note kind, child uid) being delivered
-        self.sent = self.applied = self.dropped = 0
+        self.pending: dict = {}    # parent uid -> [note, ...] until this node's next commit
+        self.flushing = False
+        self.retry: list = []      # (due monotonic ms, {parent uid: [note, ...]}, tries)
+        self.sent = self.applied = self.retried = self.absent = 0
         self.sweeping = False
+        self.sweep_after = (0, 0)  # the sweep's cursor (stalled)
+        self.inflight = 0          # deliveries waiting for the database or another node
         node.calls.handlers[FLOW_CALLS] = self.serve
 
     # ------------------------------------------------------------- engine hooks
@@ -109,51 +126,74 @@ class SharedFlows:
             if e.find_uid(w) is None:
                 self.note(w, ("done", uid))
 
-    def note(self, parent: str, note: tuple, tries: int = 0) -> None:
-        """Deliver `note` to job `parent` once this node's changes so far are committed."""
-        key = (parent, note[0], note[1])
-        if key in self.in_flight:
-            return
-        self.in_flight.add(key)
-        self.node.calls.reach([parent], lambda held: self._reached(parent, note, tries, held))
+    def note(self, parent: str, note: tuple) -> None:
+        """Deliver `note` to job `parent` once this node's changes so far are committed; the
+        notes made before that commit go together, those to one parent applied at once."""
+        self.pending.setdefault(parent, []).append(note)
+        if not self.flushing:
+            self.flushing = True
+            self.node.after_commit(self._flush)
 
     # ------------------------------------------------------------------ delivery
-    def _reached(self, parent: str, note: tuple, tries: int, held) -> None:
-        e = self.node.e
+    def _flush(self) -> None:
+        self.flushing = False
+        batch, self.pending = self.pending, {}
+        if batch:
+            self._deliver(batch, 0, 0)
+
+    def busy(self) -> bool:
+        """True while notes wait for this node's commit or their delivery is under way (a
+        stopping node waits for that: gateway/server.py)."""
+        return bool(self.pending) or self.flushing or self.inflight > 0
+
+    def _deliver(self, batch: dict, tries: int, absent: int) -> None:
+        self.inflight += 1
+        self.node.calls.reach(list(batch), lambda held: self._reached(batch, tries, absent,
+                                                                      held))
+
+    def _reached(self, batch: dict, tries: int, absent: int, held) -> None:
+        self.inflight -= 1
         if isinstance(held, Exception):
-            self._again(parent, note, tries)
+            self._again(batch, tries)
             return
-        job = e.find_uid(parent)
-        if job is not None:
-            self.in_flight.discard((parent, note[0], note[1]))
-            self.sent += 1
-            self.apply(job, note)
-            return
-        holder = held.get(parent)
-        if holder is None:
-            # no other node holds it: either it has no row (gone: nothing waits any more), or
-            # this node took it for another note and gave it back at a commit in between
-            # (its row then said "this node" when the statement ran): ask again, a few times
-            self.in_flight.discard((parent, note[0], note[1]))
-            if tries + 1 < ABSENT_TRIES:
-                self.note(parent, note, tries + 1)
-            return
+        e = self.node.e
+        nowhere: dict = {}
+        for parent, notes in batch.items():
+            job = e.find_uid(parent)
+            if job is not None:
+                self.sent += len(notes)
+                self.apply(job, notes)
+                continue
+            holder = held.get(parent)
+            if holder is None:
+                # no other node holds it: either it has no row (gone: nothing waits any
+                # more), or this node took it for other notes and gave it back at a commit
+                # in between (its row said "this node" when the statement ran): again
+                nowhere[parent] = notes
+                continue
+            self._forward(holder, parent, notes, tries)
+        if nowhere:
+            if absent + 1 < ABSENT_TRIES:
+                self._deliver(nowhere, tries, absent + 1)
+            else:
+                self.absent += sum(len(n) for n in nowhere.values())
+
+    def _forward(self, holder: int, parent: str, notes: list, tries: int) -> None:
+        self.inflight += 1
 
         def answered(reply) -> None:
+            self.inflight -= 1
             if reply is None:
-                self._again(parent, note, tries)
+                self._again({parent: notes}, tries)
             else:
-                self.in_flight.discard((parent, note[0], note[1]))
-                self.sent += 1
-        self.node.calls.send(holder, FLOW_CALLS, _pack((parent, list(note))), None, answered)
+                self.sent += len(notes)
+        self.node.calls.send(holder, FLOW_CALLS, _pack((parent, [list(n) for n in notes])),
+                             None, answered)
 
-    def _again(self, parent: str, note: tuple, tries: int) -> None:
-        self.in_flight.discard((parent, note[0], note[1]))
-        if tries + 1 >= TRIES:
-            self.dropped += 1
-            return
-        due = self.node.e.clock.monotonic_ms() + RETRY_MS
-        self.retry.append((due, parent, note, tries + 1))
+    def _again(self, batch: dict, tries: int) -> None:
+        self.retried += 1
+        wait = min(RETRY_MS << min(tries, 5), RETRY_MAX_MS)
+        self.retry.append((self.node.e.clock.monotonic_ms() + wait, batch, tries + 1))
 
     def tick(self) -> None:
         """Deliver again the notes whose retry time came (the gateway's timer)."""
@@ -164,52 +204,59 @@ class SharedFlows:
         if not due:
             return
         self.retry = [r for r in self.retry if r[0] > now]
-        for _, parent, note, tries in due:
-            self.note(parent, note, tries)
+        for _, batch, tries in due:
+            self._deliver(batch, tries, 0)
 
     def sweep(self) -> None:
-        """The leader's safety net (see the module docstring): read the stalled parents
-        (`stalled`) and deliver their "done" notes again; one sweep at a time."""
+        """The leader's safety net (see the module docstring): read the next stalled parents
+        (`stalled`, paging round by round) and deliver their "done" notes again; one sweep at
+        a time."""
         if self.sweeping:
             return
         self.sweeping = True
-        self.node.query(stalled, (self.node.e.clock.wall_ms(),), self._swept)
+        self.node.query(stalled, (self.node.e.clock.wall_ms(), self.sweep_after),
+                        self._swept)
 
     def _swept(self, found) -> None:
         self.sweeping = False
         if isinstance(found, Exception):
             return
-        for parent, kids in found:
+        parents, self.sweep_after = found
+        for parent, kids in parents:
             for kid in kids:
                 self.note(parent, ("done", kid))
 
     def serve(self, body: bytes, principal, reply) -> None:
-        """A note another node forwarded here (this node held the parent): applied when the
+        """Notes another node forwarded here (this node held the parent): applied when the
         parent is still here, else delivered again from here; answered at once."""
         try:
-            parent, note = msgpack.unpackb(body, raw=False, use_list=False)
+            parent, notes = msgpack.unpackb(body, raw=False, use_list=False)
+            notes = [tuple(n) for n in notes]
         except (ValueError, TypeError, msgpack.UnpackException):
             reply(None, False)
             return
         job = self.node.e.find_uid(parent)
         if job is not None:
-            self.apply(job, tuple(note))
+            self.apply(job, notes)
             reply(b"1", True)
             return
-        self.note(parent, tuple(note))
+        for n in notes:
+            self.note(parent, n)
         reply(b"1", False)
 
-    def apply(self, parent, note: tuple) -> None:
-        """Apply `note` to `parent`, a job in this engine (core/flows.py)."""
+    def apply(self, parent, notes: list) -> None:
+        """Apply `notes` to `parent`, a job in this engine (core/flows.py): values and
+        failures first, then completions (_ORDER)."""
         e = self.node.e
-        self.applied += 1
-        kind = note[0]
-        if kind == "done":
-            e._deps_done(note[1])
-        elif kind == "failed":
-            e.child_failure(parent, note[1], note[2], note[3], note[4])
-        elif kind == "kept":
-            e.keep_value(parent, note[1], list(note[2]))
+        for note in sorted(notes, key=lambda n: _ORDER.get(n[0], 3)):
+            self.applied += 1
+            kind = note[0]
+            if kind == "done":
+                e._deps_done(note[1])
+            elif kind == "failed":
+                e.child_failure(parent, note[1], note[2], note[3], note[4])
+            elif kind == "kept":
+                e.keep_value(parent, note[1], list(note[2]))
 
 
 _pack = msgpack.Packer(use_bin_type=True).pack

@@ -174,9 +174,17 @@ class SharedStore(LeaderDuties, Store):
             setattr(self, name, getattr(self, name) + self._mine)
 
     def close(self) -> None:
-        """Forget this node's commit mark row and release the shared lock and connections."""
+        """Give back the rows this node holds without a reservation (taken for a command or a
+        flow note whose answer the stopping node did not wait for: core/shared_flows.py),
+        forget this node's commit mark row, and release the shared lock and connections.
+        Its reservations come back after their deadline (the rescuer)."""
         if self._join_conn is not None:
             try:
+                self._join_conn.exec_driver_sql(
+                    "WITH u AS (UPDATE jobs SET node = NULL WHERE node = %s AND state <> "
+                    "'reserved' RETURNING queue, state) SELECT count(pg_notify(%s, q)) FROM "
+                    "(SELECT DISTINCT queue AS q FROM u WHERE state = 'ready') s",
+                    (self.node, READY_CHANNEL))
                 self._join_conn.exec_driver_sql("DELETE FROM jobgate_meta WHERE key = %s",
                                                 (self._seq_key,))
                 self._join_conn.commit()

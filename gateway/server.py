@@ -362,6 +362,10 @@ class Runtime:
             if self.writer is not None and self.lost_lock is None:
                 with anyio.move_on_after(30):
                     await self.writer.flush()
+                if self.shared is not None:   # flow notes of the last changes, then their
+                    await self.shared.settle()   # parents' changes (docs/scaling.md)
+                    with anyio.move_on_after(30):
+                        await self.writer.flush()
                 if not self.writer.settled:
                     # storage stayed unavailable: these mutations were never acknowledged
                     log.error("stopping while storage is unavailable: the last uncommitted "

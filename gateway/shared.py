@@ -216,6 +216,15 @@ class SharedLink:
         finally:
             self.stop()
 
+    async def settle(self, timeout_s: float = 5.0) -> None:
+        """While stopping, after the last commit: wait (at most `timeout_s` s) until the flow
+        notes of this node's last changes are delivered (core/shared_flows.py), so that a
+        parent whose child finished here does not wait for the leader's sweep."""
+        flows = self.node.flows
+        with anyio.move_on_after(timeout_s):
+            while flows.busy():
+                await anyio.sleep(0.02)
+
     def stop(self) -> None:
         """Stop the threads (they end within LISTEN_WAIT_S)."""
         self.stopping = True

@@ -9,7 +9,7 @@ from __future__ import annotations
 import greenstalk
 import pytest
 
-from .support import Server
+from .support import Server, free_port
 
 #: the leader's advisory lock key (core/shared_store.py LEADER_KEY)
 _LEADER = int.from_bytes(b"jglead", "big")
@@ -17,18 +17,25 @@ _LEADER = int.from_bytes(b"jglead", "big")
 
 @pytest.fixture
 def nodes(pg_url, tmp_path):
-    """`nodes(n, poll_ms=60000, flow_sweep_ms=None)`: n shared-mode nodes on one fresh
-    database (beanstalk, workq and bunqueue listeners each); `flow_sweep_ms`: the leader's
-    flow sweep (None: the default); all stopped afterwards."""
+    """`nodes(n, poll_ms=60000, flow_sweep_ms=None, http=False)`: n shared-mode nodes on one
+    fresh database (beanstalk, workq and bunqueue listeners each; with `http`, the http
+    listener too, its port in `http_port`); `flow_sweep_ms`: the leader's flow sweep (None:
+    the default); all stopped afterwards."""
     started: list[Server] = []
 
-    def make(n: int, poll_ms: int = 60_000, flow_sweep_ms: int | None = None) -> list[Server]:
+    def make(n: int, poll_ms: int = 60_000, flow_sweep_ms: int | None = None,
+             http: bool = False) -> list[Server]:
         cfg = tmp_path / f"shared-{poll_ms}-{flow_sweep_ms}.yaml"
         sweep = "" if flow_sweep_ms is None else f"  flow_sweep_ms: {flow_sweep_ms}\n"
         cfg.write_text(f"database:\n  mode: shared\n  poll_interval_ms: {poll_ms}\n{sweep}")
         out = []
         for _ in range(n):
-            s = Server(pg_url, workq=True, bunqueue=True, extra=["--config", str(cfg)])
+            extra = ["--config", str(cfg)]
+            port = free_port() if http else None
+            if port:
+                extra += ["--listen", f"http=127.0.0.1:{port}"]
+            s = Server(pg_url, workq=True, bunqueue=True, extra=extra)
+            s.http_port = port
             started.append(s)
             out.append(s)
         return out

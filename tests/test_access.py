@@ -187,6 +187,9 @@ def test_token_principals_on_bunqueue(server):
     mailer = _bq(server, "mail-token")
     assert mailer.call("PUSH", queue="reports", data=1) == \
         {"ok": False, "error": "Access denied: queue reports"}
+    # a batch push to it too, and the connection stays (its slices once closed it)
+    assert mailer.call("PUSHB", queue="reports", jobs=[{"data": 1}]) == \
+        {"ok": False, "error": "Access denied: queue reports"}
     assert mailer.call("PULL", queue="reports", timeout=0)["ok"] is False
     assert mailer.call("GetJobCounts", queue="reports")["ok"] is False
     got = mailer.call("GetJob", id=report["id"])

@@ -160,3 +160,61 @@ def test_values_of_children_removed_on_complete_reach_the_parent(nodes):
     assert rows(nodes.url, "SELECT count(*) FROM jobs WHERE queue = 'kvc'") == [(0,)]
     for q in (qa, qb, qc):
         assert q.call("GetChildrenValues", id=p) == {"ok": True, "data": {"values": done}}
+
+
+def test_worker_given_a_released_parent_reads_the_last_childs_kept_value(nodes):
+    """A removeOnComplete child acknowledged on b releases its parent, which a worker waiting
+    on c gets at once: the child's value is there when the worker asks (the "kept" and
+    "done" notes of one commit are applied together, values first). Review finding: they
+    used to travel apart, and the worker read {}."""
+    a, b, c = nodes(3, flow_sweep_ms=0)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    for i in range(5):
+        qc = BQ(c.bunqueue_port)
+        p, kids, jobs = simple_flow(f"krp{i}", f"krc{i}", {"removeOnComplete": True}, n=1)
+        qa.ok("PUSHF", jobs=jobs)
+        qc.send({"cmd": "PULL", "queue": f"krp{i}", "timeout": 8000, "reqId": "w"})
+        j = qb.pull(f"krc{i}", timeout=2000)["job"]
+        qb.ok("ACK", id=j["id"], result={"r": i})
+        got = qc.recv_reply("w", 15)["job"]
+        assert got is not None and got["id"] == p
+        assert qc.call("GetChildrenValues", id=p) == \
+            {"ok": True, "data": {"values": {j["id"]: {"r": i}}}}
+
+
+def test_sweep_pages_past_many_waiting_parents(nodes):
+    """501 parents legitimately waiting (their children delayed an hour), then one whose
+    child completed behind the nodes' backs: the leader's sweep pages through the parked rows
+    and releases it. Review finding: the sweep looked at the oldest 500 only."""
+    a, b = nodes(2, flow_sweep_ms=200)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    jobs = []
+    for i in range(501):
+        jobs.append(node(f"oldk{i}", "oldc", "k", {"i": i}, (f"oldp{i}", "oldp"),
+                         delay=3_600_000))
+        jobs.append(node(f"oldp{i}", "oldp", "p", {}, children=[f"oldk{i}"]))
+    qa.ok("PUSHF", jobs=jobs)
+    p, kids, jobs = simple_flow("swp2", "swc2", n=1)
+    qa.ok("PUSHF", jobs=jobs)
+    rows(nodes.url, "UPDATE jobs SET state = 'completed', result = %s, result_ok = 1, "
+                    "node = NULL WHERE uid = %s RETURNING id", (b"\xc0", kids[0]), commit=True)
+    got = qb.pull("swp2", timeout=10000)["job"]
+    assert got is not None and got["id"] == p
+
+
+@pytest.mark.parametrize("remove", [True, False])
+def test_node_stopped_right_after_a_child_finished(nodes, remove):
+    """b acknowledges a child and is stopped (SIGTERM) at once: b delivers the child's notes
+    before it exits (no sweep here), and gives back the rows it took for them; the parent is
+    served on a. Review finding: the notes were dropped and the parent's row stayed b's."""
+    a, b = nodes(2, flow_sweep_ms=0)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    p, kids, jobs = simple_flow("gsp", "gsc", {"removeOnComplete": remove}, n=1)
+    qa.ok("PUSHF", jobs=jobs)
+    j = qb.pull("gsc", timeout=2000)["job"]
+    qb.ok("ACK", id=j["id"], result=5)
+    b.stop()
+    got = qa.pull("gsp", timeout=10000)["job"]
+    assert got is not None and got["id"] == p
+    assert rows(nodes.url, "SELECT count(*) FROM jobs WHERE node IS NOT NULL AND state <> "
+                           "'reserved'") == [(0,)]

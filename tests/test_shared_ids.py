@@ -158,3 +158,25 @@ def test_cron_prevent_overlap_across_nodes(nodes):
         time.sleep(0.1)
         state = _cron_jobs(nodes.url, "lapq")
     assert state[0] == 1 and state[1] == 2, state
+
+
+def test_push_with_a_dedup_key_to_a_queue_the_client_may_not_use(pg_url, tmp_path):
+    """A client whose token allows one queue pushes with a uniqueKey to another: the single
+    server's `Access denied` reply, and the connection stays. Review finding: the dedup
+    lookup before the command raised and closed the connection."""
+    from .support import Server
+    cfg = tmp_path / "acc.yaml"
+    cfg.write_text("database:\n  mode: shared\n  poll_interval_ms: 60000\n"
+                   "listeners:\n  beanstalk: {open: true}\n"
+                   "access:\n  principals:\n    - {token: t, queues: [mine]}\n")
+    s = Server(pg_url, bunqueue=True, extra=["--config", str(cfg)])
+    try:
+        q = BQ(s.bunqueue_port)
+        assert q.call("Auth", token="t")["ok"] is True
+        denied = {"ok": False, "error": "Access denied: queue theirs"}
+        assert q.call("PUSH", queue="theirs", data=1, uniqueKey="k") == denied
+        r = q.call("PUSHB", queue="theirs", jobs=[{"data": 1, "uniqueKey": "k"}])
+        assert r["ok"] is False and "Access denied" in r["error"]
+        assert q.push("mine", 1, uniqueKey="k") == q.push("mine", 2, uniqueKey="k")
+    finally:
+        s.stop()

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import msgpack
 
+from core.api import AccessDenied
+
 from .codec import _keep_ext, decode_command, pack
 from .options import queue_name
 from .registry import HANDLERS, MUTATING, STORAGE_UNAVAILABLE, err
@@ -254,7 +256,11 @@ def unique_keys(sess, name: str, cmd: dict) -> list:
         k = o.get("uniqueKey")
         if k is None or k.__class__ in (list, dict):
             continue
-        if port.dedup(queue, k) is None and (queue, k) not in out:
+        try:
+            held = port.dedup(queue, k)
+        except AccessDenied:   # a queue the client may not use: the handler refuses it
+            return []
+        if held is None and (queue, k) not in out:
             out.append((queue, k))
     return out
 

@@ -39,6 +39,8 @@ def _or_remote(sess, id, answer):
     (docs/scaling.md); `answer(None)` when there is no such job."""
     job = find(sess, id)
     e = sess.port
+    if id.__class__ is int:
+        id = str(id)   # a number names the job by its decimal form, as find() reads it
     if job is not None or not e.shared or id.__class__ is not str:
         return answer(job)
     rid = sess.rid

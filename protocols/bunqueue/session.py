@@ -242,6 +242,8 @@ class Session:
         """Drive a steps handler: its slices, then its framed reply."""
         try:
             r = yield from gen
+        except AccessDenied as e:   # a slice's queue the principal may not use (PUSHB)
+            r = err(f"Access denied: queue {e.queue}")
         except _FIELD_ERRORS as e:
             r = _field_error(name, e)
         if name in MUTATING:
