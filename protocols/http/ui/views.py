@@ -8,6 +8,7 @@ state or limit) answers a 400 / 404 page, never a 500.
 """
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -15,6 +16,7 @@ import jinja2
 from aiohttp import web
 
 from core.api import AccessDenied
+from core.model import QueueView
 
 from . import present
 from .auth import Auth
@@ -47,6 +49,21 @@ class Problem(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+async def _answer(start):
+    """The answer of a port operation's callback form, `start(callback)`: at once on a single
+    server, later in shared mode (the database's). A database error is a 503 page."""
+    fut = asyncio.get_running_loop().create_future()
+
+    def got(x) -> None:
+        if not fut.done():
+            fut.set_result(x)
+    start(got)
+    x = await fut
+    if isinstance(x, Exception) and not isinstance(x, Problem):
+        raise Problem(503, "the database is unavailable")
+    return x
 
 
 def _see_other(location: str) -> web.Response:
@@ -134,19 +151,20 @@ class Dashboard:
         return resp
 
     # ------------------------------------------------------------------ pages
-    def queue_rows(self, port) -> list:
-        rows = []
-        for qv in port.queue_views():
-            rows.append({"q": qv, "failed": port.failed_count(qv.name)})
-        return rows
+    async def queue_rows(self, port) -> list:
+        """The overview's rows: every queue with its counts and failed jobs (in shared mode
+        every node's: docs/dashboard.md "Several nodes")."""
+        views = await _answer(port.queue_views_global)
+        failed = await _answer(port.failed_counts_global)
+        return [{"q": qv, "failed": failed.get(qv.name, 0)} for qv in views]
 
     async def overview(self, request):
         port = request["port"]
-        return self.render("overview.html", queues=self.queue_rows(port),
-                           stats=self.port.stats())
+        return self.render("overview.html", queues=await self.queue_rows(port),
+                           stats=await _answer(self.port.stats_global))
 
     async def queues_fragment(self, request):
-        return self.render("_queues.html", queues=self.queue_rows(request["port"]))
+        return self.render("_queues.html", queues=await self.queue_rows(request["port"]))
 
     async def jobs(self, request):
         port = request["port"]
@@ -166,18 +184,27 @@ class Dashboard:
             before = END
         if after is not None and before is not None:
             raise Problem(400, "both after and before")
-        qv = port.queue(name)
+        qv = await _answer(lambda cb: port.queue_global(name, cb))
+        if qv is None and port.shared:
+            # a tube another node knows only by its clients' connections: no jobs anywhere
+            qv = QueueView(name, *(0,) * 13, False, 0, 0, False, False)
         if qv is None:
             raise Problem(404, f"no queue {name!r}"[:200])
-        page = port.job_page(name, state, after, before, limit)
+
+        def page_of(a, b):
+            return _answer(lambda cb: port.job_page_global(name, state, a, b, limit, cb))
+        page = await page_of(after, before)
+        if page is None and port.shared:
+            page = ([], False, False)
         if page is None:
             raise Problem(404, f"no queue {name!r}"[:200])
         views, more_before, more_after = page
         if before is not None and not more_before and len(views) < limit:
-            views, more_before, more_after = port.job_page(name, state, None, None, limit)
+            views, more_before, more_after = await page_of(None, None)
         elif after is not None and not views and more_before:
-            views, more_before, more_after = port.job_page(name, state, None, END, limit)
-        ctx = dict(queue=qv, failed=port.failed_count(name), state=state or "", limit=limit,
+            views, more_before, more_after = await page_of(None, END)
+        failed = (await _answer(port.failed_counts_global)).get(name, 0)
+        ctx = dict(queue=qv, failed=failed, state=state or "", limit=limit,
                    rows=[present.row(v) for v in views], more_before=more_before,
                    more_after=more_after, states=STATES,
                    first_id=views[0].id if views else None,
@@ -192,7 +219,7 @@ class Dashboard:
     async def job(self, request):
         port = request["port"]
         jid = _int(request.match_info["id"], "job id", 1)
-        view = port.job(jid)
+        view = await _answer(lambda cb: port.job_global(jid, cb))
         if view is None:
             raise Problem(404, f"no job {jid}")
         d = present.detail(view)
@@ -204,7 +231,7 @@ class Dashboard:
         return await sse(request, self.hub, allows, self.stopping)
 
     # ------------------------------------------------------------------ actions
-    def _target(self, port, action: str, data) -> dict:
+    async def _target(self, port, action: str, data) -> dict:
         if action not in ACTIONS:
             raise Problem(404, f"no action {action!r}"[:200])
         kind, text = ACTIONS[action]
@@ -213,41 +240,74 @@ class Dashboard:
             back = "/ui/"
         if kind == "queue":
             name = data.get("queue")
-            if not name or port.queue(name) is None:
+            if not name or await _answer(lambda cb: port.queue_global(name, cb)) is None:
                 raise Problem(404, f"no queue {name!r}"[:200])
             return {"action": action, "queue": name, "id": None, "back": back,
                     "text": text.format(queue=name)}
         jid = _int(data.get("id"), "job id", 1)
-        view = port.job(jid)
+        view = await _answer(lambda cb: port.job_global(jid, cb))
         if view is None:
             raise Problem(404, f"no job {jid}")
         return {"action": action, "queue": view.queue, "id": jid, "back": back,
                 "text": text.format(id=jid), "job": view}
 
     async def confirm(self, request):
-        t = self._target(request["port"], request.match_info["action"], request.query)
+        t = await self._target(request["port"], request.match_info["action"], request.query)
         t.pop("job", None)
         return self.render("confirm.html", **t)
 
     async def act(self, request):
         port = request["port"]
         form = await request.post()
-        t = self._target(port, request.match_info["action"], form)
+        t = await self._target(port, request.match_info["action"], form)
         if form.get("confirm") != "yes":
             raise Problem(400, "not confirmed")
         a, name = t["action"], t["queue"]
         if a == "pause":
             port.keep(name)
-            port.pause(name, PAUSE_FOREVER_MS)
+            if port.shared:   # every node's reservers pause (docs/mapping.md "Shared mode")
+                await _answer(lambda cb: port.pause_global(name, PAUSE_FOREVER_MS, cb))
+            else:
+                port.pause(name, PAUSE_FOREVER_MS)
         elif a == "resume":
-            if port.pause(name, 0):
+            if port.shared:
+                await _answer(lambda cb: port.pause_global(name, 0, cb))
+                port.keep(name, False)
+            elif port.pause(name, 0):
                 port.keep(name, False)
         elif a == "drain":
-            port.drain_queue(name, _DIALECT)
+            await _answer(lambda cb: port.drain_global(name, _DIALECT, cb))
+        elif port.shared and port.job(t["id"]) is None:
+            await self._remote_job_action(port, a, t["id"])
         else:
             self._job_action(port, a, t["job"])
         raise web.HTTPSeeOther(t["back"] if a != "delete" or "/ui/job/" not in t["back"]
                                else "/ui/jobs?" + urlencode({"queue": name}))
+
+    async def _remote_job_action(self, port, a: str, jid: int) -> None:
+        """Shared mode: job `jid` is in the database; it is taken into this node and changed
+        here at once (in the same callback: the node gives it back at its next commit), as
+        beanstalk `reserve-job` does. A job another node holds (reserved there) cannot be
+        changed from here: 409."""
+        def start(cb):
+            def reached(held) -> None:
+                if isinstance(held, Exception):
+                    cb(held)
+                    return
+                job = port.job(jid)
+                if held or job is None:
+                    cb(Problem(409, f"job {jid} is held by another node"))
+                    return
+                try:
+                    self._job_action(port, a, job)
+                except Problem as p:
+                    cb(p)
+                    return
+                cb(None)
+            port.reach_ids([jid], reached)
+        problem = await _answer(start)
+        if problem is not None:
+            raise problem
 
     @staticmethod
     def _job_action(port, a: str, job) -> None:
