@@ -64,7 +64,8 @@ LISTING = ("queue_names", "queue_views", "subscribe", "count_events", "observe",
            "remove_webhook", "set_webhook_enabled", "webhook", "webhooks", "cron_get",
            "cron_delete", "cron_list", "queue_names_global", "peek_global", "kick_job_global",
            "delete_global", "dedup_global", "lookup_remote_many", "queue_views_global",
-           "failed_counts_global", "job_global")
+           "failed_counts_global", "job_global", "cron_list_global", "cron_get_global",
+           "cron_delete_global")
 PASS = ("clock", "persistence", "restore", "tick", "next_due", "set_wakeup", "set_policy",
         "draining", "set_draining", "commit_mark", "committed", "stats", "detach",
         "new_owner", "owner_idle", "release_owner", "cancel_wait", "burn_id", "uid_taken",
@@ -201,6 +202,20 @@ class ScopedPort:
     def cron_list(self) -> list:
         """Port.cron_list, schedules of allowed queues only."""
         return [v for v in self.base.cron_list() if self._allows(v.queue)]
+
+    def cron_list_global(self, callback) -> None:
+        """Port.cron_list_global, schedules of allowed queues only."""
+        allows = self._allows
+        self.base.cron_list_global(lambda r: callback(
+            r if isinstance(r, Exception) else [v for v in r if allows(v.queue)]))
+
+    def cron_get_global(self, name, callback) -> None:
+        """Port.cron_get_global; None for a schedule of a disallowed queue."""
+        self.base.cron_get_global(name, self._filtered(callback))
+
+    def cron_delete_global(self, name, callback) -> None:
+        """Port.cron_delete_global, for a schedule of an allowed queue only (else False)."""
+        self.base.cron_delete_global(name, callback, self._allows)
 
     def subscribe(self, queues=None, *args, **kw):
         """Port.subscribe; events of allowed queues only (AccessDenied for a named queue that

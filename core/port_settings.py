@@ -83,3 +83,48 @@ class SettingsOps:
     def cron_list(self) -> list:
         """Every schedule (CronView), in creation order."""
         return self._engine.cron.list()
+
+    # Across nodes (shared mode, docs/scaling.md): the stored schedules are every node's (the
+    # leader fires them from the database); these read and delete them there, once this
+    # node's changes so far are committed. On a single server they answer at once from the
+    # engine. On a database error `callback` gets the Exception.
+    def cron_list_global(self, callback) -> None:
+        """`callback(list of CronView)`: cron_list(); in shared mode every node's schedules,
+        as stored (next run and executions as the leader moved them)."""
+        e = self._engine
+        if e.shared is None:
+            callback(self.cron_list())
+            return
+        from .shared_cron import schedules
+        e.shared.query_settled(schedules, (), callback)
+
+    def cron_get_global(self, name: str, callback) -> None:
+        """`callback(CronView | None)`: cron_get(name); in shared mode from the database."""
+        e = self._engine
+        if e.shared is None:
+            callback(self.cron_get(name))
+            return
+        from .shared_cron import schedules
+
+        def one(views):
+            callback(views if isinstance(views, Exception) else (views[0] if views else None))
+        e.shared.query_settled(schedules, (name,), one)
+
+    def cron_delete_global(self, name: str, callback, allows=None) -> None:
+        """`callback(bool)`: cron_delete(name); in shared mode the stored schedule whichever
+        node set it (and this engine's copy). `allows(queue)` (optional): a schedule of a
+        queue it refuses is not found (False)."""
+        e = self._engine
+        if e.shared is None:
+            v = self.cron_get(name)
+            callback(v is not None and (allows is None or allows(v.queue))
+                     and self.cron_delete(name))
+            return
+        from .shared_cron import delete_schedule
+        mine = e.cron.get(name)
+        if mine is not None and (allows is None or allows(mine.queue)):
+            e.cron.delete(name)   # its row goes with the next commit, before the statement
+
+        def done(found):
+            callback(found if isinstance(found, Exception) else (found or mine is not None))
+        e.shared.query_settled(delete_schedule, (name, allows), done)

@@ -23,7 +23,7 @@ import msgpack
 from .cron import DROP, FIRE, advance, schedule_of, uuid7
 from .journal import dedup_text
 from .schema import EVENT_COLUMNS, JOB_NEW_COLUMNS
-from .shared_reads import READY_CHANNEL
+from .shared_reads import READY_CHANNEL, _run
 
 _pack = msgpack.Packer(use_bin_type=True).pack
 _JOB_INSERT = (f"INSERT INTO jobs ({', '.join(JOB_NEW_COLUMNS)}) VALUES "
@@ -93,3 +93,39 @@ def _insert_job(cur, job_id: int, s, now_ms: int) -> bool:
     cur.execute(_EVENT_INSERT, (job_id, s.queue, j.dialect, j.event, now_ms, 0, uid,
                                 j.priority, len(j.payload), None, None))
     return True
+
+
+def schedules(conn, name: str | None = None) -> list:
+    """The stored schedules as CronViews (every node's: the database is where the leader
+    fires them from), all of them or the one named `name`, in creation order (the spec's
+    `seq`, then the name): CronList, CronGet across nodes."""
+    def go(cur):
+        sql = "SELECT name, queue, next_run_ms, executions, spec FROM cron_schedules"
+        cur.execute(sql + (" WHERE name = %s" if name is not None else ""),
+                    (name,) if name is not None else ())
+        out = [schedule_of({"name": r[0], "queue": r[1], "next_run_ms": r[2],
+                            "executions": r[3], "spec": bytes(r[4])}) for r in cur.fetchall()]
+        out.sort(key=lambda s: (s.seq, s.name))
+        return [s.view() for s in out]
+    return _run(conn, go)
+
+
+def delete_schedule(conn, name: str, allows=None) -> bool:
+    """Delete stored schedule `name` whichever node set it (CronDelete across nodes); True
+    when there was one. `allows(queue)` (optional): a schedule of a queue it refuses is not
+    found."""
+    def go(cur):
+        cur.execute("DELETE FROM cron_schedules WHERE name = %s RETURNING queue", (name,))
+        r = cur.fetchone()
+        if r is not None and allows is not None and not allows(r[0]):
+            raise _Refused()
+        return r is not None
+    try:
+        return _run(conn, go)
+    except _Refused:
+        return False
+
+
+class _Refused(Exception):
+    """delete_schedule's rollback for a schedule of a queue the caller may not use."""
+

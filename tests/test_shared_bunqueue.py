@@ -281,3 +281,27 @@ def test_stats_and_counts_per_priority_span_every_node(nodes):
     st = qa.call("Stats")["stats"]
     assert (st["waiting"], st["active"], st["delayed"], st["dlq"], st["completed"]) == \
         (4, 1, 2, 0, 0)   # waiting: 3 in pc, the child in pk; delayed: one, and the parent
+
+
+def test_cron_schedules_are_read_and_deleted_on_any_node(nodes):
+    """A schedule set on a: b lists and gets it as stored (its executions moved by the
+    leader), b deletes it, and then no node has it and no more runs come."""
+    import time
+    a, b = nodes(2, poll_ms=200)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    qa.ok("Cron", name="every", queue="cq", data={"n": 1}, repeatEvery=200,
+          preventOverlap=False)
+    assert [c["name"] for c in qb.ok("CronList")["crons"]] == ["every"]
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and qb.ok("CronGet", name="every")["cron"][
+            "executions"] < 2:
+        time.sleep(0.1)
+    assert qb.ok("CronGet", name="every")["cron"]["executions"] >= 2
+    assert qb.call("CronDelete", name="every") == OK
+    assert qa.ok("CronList")["crons"] == [] and qb.ok("CronList")["crons"] == []
+    missing = qa.call("CronGet", name="every")
+    assert missing["ok"] is False
+    assert qb.call("CronDelete", name="every") == missing
+    before = rows(nodes.url, "SELECT count(*) FROM jobs WHERE queue = 'cq'")[0][0]
+    time.sleep(0.6)   # three intervals: a deleted schedule fires no more
+    assert rows(nodes.url, "SELECT count(*) FROM jobs WHERE queue = 'cq'")[0][0] == before

@@ -15,6 +15,7 @@ from .codec import num
 from .info import DEFAULT_LOCK_TTL_MS
 from .jobview import DEFAULT_MAX_ATTEMPTS
 from .options import data_error, encode_data
+from .handlers_query import _when
 from .registry import command, err, ok_empty
 
 NOT_FOUND = "Cron job not found"
@@ -148,22 +149,27 @@ def cron(sess, cmd: dict):
 
 @command("CronGet")
 def cron_get(sess, cmd: dict):
+    """The schedule named `name` (in shared mode whichever node set it: docs/scaling.md)."""
     name = cmd.get("name")
-    v = sess.port.cron_get(name) if name.__class__ is str else None
-    if v is None:
+    if name.__class__ is not str:
         return err(NOT_FOUND)
-    return {"ok": True, "cron": cron_data(v)}
+    return _when(sess, lambda cb: sess.port.cron_get_global(name, cb),
+                 lambda v: err(NOT_FOUND) if v is None else {"ok": True, "cron": cron_data(v)})
 
 
 @command("CronDelete", mutating=True)
 def cron_delete(sess, cmd: dict):
+    """Delete the schedule named `name` (in shared mode whichever node set it)."""
     name = cmd.get("name")
-    if name.__class__ is not str or not sess.port.cron_delete(name):
+    if name.__class__ is not str:
         return err(NOT_FOUND)
-    return ok_empty()
+    return _when(sess, lambda cb: sess.port.cron_delete_global(name, cb),
+                 lambda found: ok_empty() if found else err(NOT_FOUND))
 
 
 @command("CronList")
 def cron_list(sess, cmd: dict):
-    return {"ok": True, "crons": [cron_data(v) for v in sess.port.cron_list()]}
+    """Every schedule (in shared mode every node's, as the leader moved them)."""
+    return _when(sess, sess.port.cron_list_global,
+                 lambda views: {"ok": True, "crons": [cron_data(v) for v in views]})
 
