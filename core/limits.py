@@ -221,6 +221,8 @@ class Limits:
             else:
                 j.put_record("queue_settings", name, {"queue": name, "spec": msgpack.packb(
                     spec, use_bin_type=True)})
+            if self.shared is not None:   # every node installs them after the commit
+                self.shared.settings.changed(name)   # (core/shared_settings.py)
         if s.limited:
             q = self.queue(name)
             q.limits = s
@@ -236,23 +238,27 @@ class Limits:
                     self._serve(q)
                     self._gc(q)
 
+    def _stored_settings(self, queue: str, spec_bytes: bytes) -> QueueSettings:
+        """The QueueSettings of stored `spec_bytes` (a queue_settings row's spec): a rate
+        limit whose TTL ended is left out; the token bucket starts full."""
+        spec = msgpack.unpackb(spec_bytes, raw=False, strict_map_key=False)
+        s = QueueSettings(queue)
+        exp = spec.get("rateLimitExpiresAt")
+        if spec.get("rateLimit") is not None and (exp is None or exp > self.clock.wall_ms()):
+            s.rate_max = spec["rateLimit"]
+            s.rate_duration_ms = spec.get("rateLimitDuration")
+            s.rate_expires_ms = exp
+            s.tokens = s.rate_max
+            s.refilled = self.clock.monotonic_ms()
+        s.concurrency = spec.get("concurrencyLimit")
+        s.stall = spec.get("stallConfig")
+        return s
+
     def load_settings(self, rows) -> int:
         """Install stored settings (rows of store.load_records("queue_settings")) at start;
         returns how many queues have settings."""
-        now_wall = self.clock.wall_ms()
-        now = self.clock.monotonic_ms()
         for r in rows:
-            spec = msgpack.unpackb(r["spec"], raw=False, strict_map_key=False)
-            s = QueueSettings(r["queue"])
-            exp = spec.get("rateLimitExpiresAt")
-            if spec.get("rateLimit") is not None and (exp is None or exp > now_wall):
-                s.rate_max = spec["rateLimit"]
-                s.rate_duration_ms = spec.get("rateLimitDuration")
-                s.rate_expires_ms = exp
-                s.tokens = s.rate_max
-                s.refilled = now
-            s.concurrency = spec.get("concurrencyLimit")
-            s.stall = spec.get("stallConfig")
+            s = self._stored_settings(r["queue"], r["spec"])
             if s.empty:
                 continue
             self.queue_settings[s.queue] = s
@@ -260,6 +266,31 @@ class Limits:
             if s.limited:
                 q.limits = s
         return len(self.queue_settings)
+
+    def apply_settings(self, queue: str, spec_bytes) -> None:
+        """Shared mode: another node changed the settings of `queue`; install its stored
+        `spec_bytes` (None: it has none any more) in place of this engine's, without storing
+        them again, and serve the waiters a raised limit admits (core/shared_settings.py). A
+        rate limit's tokens already taken here stay taken."""
+        old = self.queue_settings.get(queue)
+        s = QueueSettings(queue) if spec_bytes is None else \
+            self._stored_settings(queue, bytes(spec_bytes))
+        if old is not None and old.rate_max is not None and s.rate_max == old.rate_max \
+                and s.rate_duration_ms == old.rate_duration_ms:
+            s.tokens, s.refilled = old.tokens, old.refilled
+        if s.empty:
+            self.queue_settings.pop(queue, None)
+        else:
+            self.queue_settings[queue] = s
+        q = self.queues.get(queue)
+        if s.limited:
+            q = self.queue(queue)
+            q.limits = s
+            self._serve(q)
+        elif q is not None and q.limits is not None:
+            q.limits = None
+            self._serve(q)
+            self._gc(q)
 
     # ------------------------------------------------------------ status
     def limit_status(self, queue: str, max_jobs=None) -> dict:

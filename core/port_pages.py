@@ -7,12 +7,23 @@ On a database error the callback gets the Exception. Units: wall ms; ids are job
 """
 from __future__ import annotations
 
+from .model import BURIED
 from .port_global import _sr, _then, merged_view
 
 
 #: a `before` cursor at or above this asks for the last page (the dashboard's END, 2**63):
 #: nothing lies after it
 PAST_EVERY_ID = 1 << 62
+
+
+def _matches(job, state) -> bool:
+    """True when `job` is in `state` (a core.paging FILTERS name: "failed" is a buried job
+    with a result) or `state` is None."""
+    if state is None:
+        return True
+    if state == "failed":
+        return job.state is BURIED and job.result is not None
+    return job.state == state
 
 
 def _pages():
@@ -80,31 +91,34 @@ class PageOps:
     def job_page_global(self, queue: str, state, after, before, limit: int,
                         callback) -> None:
         """`callback((views, more_before, more_after) | None)`: job_page(); in shared mode the
-        page merges this engine's jobs with the rows of `queue` no node or another node holds
-        (by id; None when the queue has jobs nowhere and does not exist here). The flags may
-        say True where nothing more is (a "maybe", as job_page's). Raises ValueError as
-        job_page does."""
+        page merges the jobs of `queue` this engine has (put here, claimed or taken in:
+        O(jobs here), read once this node's changes so far are committed) with the rows no
+        node or another node holds (by id; None when the queue has jobs nowhere and does not
+        exist here). The flags may say True where nothing more is (a "maybe", as job_page's).
+        Raises ValueError as job_page does."""
         e = self._engine
-        local = self.job_page(queue, state, after, before, limit)
+        local = self.job_page(queue, state, after, before, limit)   # checks the arguments
         if e.shared is None:
             callback(local)
             return
 
         def merge(db):
             views, more = db
-            mine, mb, ma = local if local is not None else ([], False, False)
-            if local is None and not views and after is None and before is None:
+            mine = [self.job(j.id) for j in list(e.jobs.values())
+                    if j.queue == queue and _matches(j, state)
+                    and (after is None or j.id > after) and (before is None or j.id < before)]
+            if not mine and not views and after is None and before is None \
+                    and queue not in e.queues:
                 return None
             by_id = {v.id: v for v in views}
             by_id.update((v.id, v) for v in mine)
             ids = sorted(by_id)
             if before is not None:
                 page = ids[-limit:]
-                return ([by_id[i] for i in page], mb or more or len(ids) > limit,
-                        ma or before < PAST_EVERY_ID)
+                return ([by_id[i] for i in page], more or len(ids) > limit,
+                        before < PAST_EVERY_ID)
             page = ids[:limit]
-            return ([by_id[i] for i in page], mb or after is not None,
-                    ma or more or len(ids) > limit)
+            return ([by_id[i] for i in page], after is not None, more or len(ids) > limit)
         e.shared.query_settled(_pages().page, (e.shared.node, queue, state, after, before,
                                                limit, self.clock.wall_ms()),
                                _then(callback, merge))

@@ -28,6 +28,7 @@ from .recovery import adopt, index_stored, job_of_row
 from .shared_calls import Calls
 from .shared_events import EventRelay
 from .shared_flows import SharedFlows
+from .shared_settings import SharedSettings
 from .shared_results import RemoteWaits
 
 #: ids a node hands out from one block of sequence jobgate_job_ids (migration 0009)
@@ -64,6 +65,7 @@ class SharedNode:
         self.events = EventRelay(self)     # events to and from the other nodes (shared_events)
         self.calls = Calls(self)           # commands forwarded to a job's node (shared_calls)
         self.flows = SharedFlows(self)     # flow parents told of children (shared_flows)
+        self.settings = SharedSettings(self)   # queue settings on every node (shared_settings)
         self.block_end = 0            # the end (exclusive) of the current id block
         self.next_block = 0           # the start of the next block, 0 while not fetched
         self.asking_ids = False

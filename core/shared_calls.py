@@ -50,18 +50,20 @@ def reach(conn, node: str, uids: list, by: str = "uid") -> tuple:
     them until `node` gives them back at its next commit), and read which node holds the
     others. `by`: "uid" (`uids` are uids, through `jobs_uid`) or "id" (job ids, through the
     primary key). Returns (rows taken as dicts of the jobs columns, {uid or id: name of the
-    node holding it}); one transaction."""
+    node holding it}); one transaction. By id, any job is named (a client uid or none: the
+    dashboard's and beanstalk's ids name every dialect's jobs)."""
     if by == "id":
-        ids, real = list(uids), []
+        which, args = _BY_ID, (list(uids),)
     else:   # a job created without a client uid (beanstalk) is named by its derived uid
         ids = [i for i in map(parse_derived_uid, uids) if i is not None]
         real = [u for u in uids if parse_derived_uid(u) is None]
+        which, args = _WHICH, (real, ids)
 
     def go(cur):
-        cur.execute(_TAKE, (node, real, ids))
+        cur.execute(_TAKE % which, (node, *args))
         taken = [dict(zip(_COLS, r)) for r in cur.fetchall()]
-        cur.execute("SELECT id, uid, node FROM jobs WHERE " + _WHICH + " AND node IS NOT NULL "
-                    "AND node <> %s", (real, ids, node))
+        cur.execute("SELECT id, uid, node FROM jobs WHERE " + which + " AND node IS NOT NULL "
+                    "AND node <> %s", (*args, node))
         held = {}
         for id, uid, name in cur.fetchall():
             held[id if by == "id" else (uid if uid is not None else derived_uid(id))] = name
@@ -71,7 +73,10 @@ def reach(conn, node: str, uids: list, by: str = "uid") -> tuple:
 
 #: the rows named by client uid (first parameter) or, without one, by id (second)
 _WHICH = "(uid = ANY(%s) OR (id = ANY(%s) AND uid IS NULL))"
-_TAKE = ("UPDATE jobs SET node = %s WHERE " + _WHICH + " AND node IS NULL AND state IN "
+#: the rows named by id, with a client uid or without
+_BY_ID = "(id = ANY(%s))"
+#: take the rows `%s` (one of the above) selects that no node holds
+_TAKE = ("UPDATE jobs SET node = %%s WHERE %s AND node IS NULL AND state IN "
          "('ready', 'delayed', 'buried', 'completed') RETURNING " + ", ".join(_COLS))
 
 

@@ -142,9 +142,10 @@ class SharedFlows:
             self._deliver(batch, 0, 0)
 
     def busy(self) -> bool:
-        """True while notes wait for this node's commit or their delivery is under way (a
-        stopping node waits for that: gateway/server.py)."""
-        return bool(self.pending) or self.flushing or self.inflight > 0
+        """True while notes wait for this node's commit, their delivery is under way, or
+        they wait to be tried again (a stopping node waits for that, a while:
+        gateway/server.py)."""
+        return bool(self.pending) or self.flushing or self.inflight > 0 or bool(self.retry)
 
     def _deliver(self, batch: dict, tries: int, absent: int) -> None:
         self.inflight += 1

@@ -33,6 +33,7 @@ from .shared import ID_BLOCK
 from .shared_duties import NODE_LOCK_CLASS, LeaderDuties
 from .shared_calls import CALLS_CHANNEL
 from .shared_events import EVENTS_CHANNEL, SUBS_CHANNEL
+from .shared_settings import SETTINGS_CHANNEL
 from .shared_reads import DONE_CHANNEL, READY_CHANNEL, UID_SQL
 from .storage import Store
 from .storage_upkeep import PG_LOCK_KEY
@@ -302,11 +303,12 @@ class SharedStore(LeaderDuties, Store):
     def listen(self, conn) -> None:
         """On the listener session `conn` (autocommit): LISTEN for ready jobs, finished ones,
         other nodes' events and their subscribers' wants (core/shared_events.py), commands
-        forwarded to this node (core/shared_calls.py), and hold
+        forwarded to this node (core/shared_calls.py), queue settings changed on other nodes
+        (core/shared_settings.py), and hold
         this node's liveness lock for as long as the session lives."""
         cur = conn.cursor()
         for channel in (READY_CHANNEL, DONE_CHANNEL, EVENTS_CHANNEL, SUBS_CHANNEL,
-                        CALLS_CHANNEL):
+                        CALLS_CHANNEL, SETTINGS_CHANNEL):
             cur.execute(f"LISTEN {channel}")
         cur.execute("SELECT pg_advisory_lock(%s, %s)", (NODE_LOCK_CLASS, self.number))
         cur.close()

@@ -372,6 +372,8 @@ class Runtime:
                               "mutations (never acknowledged to a client) are not stored",
                               extra={"fields": {"cause": self.port.storage_down}})
             tg.cancel_scope.cancel()
+        if self.shared is not None:
+            self.shared.join()   # its last statement commits before the rows are given back
         if self.store is not None:
             try:
                 self.store.checkpoint("TRUNCATE")

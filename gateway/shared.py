@@ -225,6 +225,15 @@ class SharedLink:
             while flows.busy():
                 await anyio.sleep(0.02)
 
+    def join(self, timeout_s: float = 5.0) -> None:
+        """After stop(): wait (at most `timeout_s` s) for the claim thread to finish the
+        statement it runs, so that nothing commits after the store's close gave this node's
+        rows back."""
+        deadline = time.monotonic() + timeout_s
+        for t in self._threads:
+            if t.name == "jobgate-claims":
+                t.join(max(0.0, deadline - time.monotonic()))
+
     def stop(self) -> None:
         """Stop the threads (they end within LISTEN_WAIT_S)."""
         self.stopping = True
@@ -324,6 +333,9 @@ class SharedLink:
                         elif ch == "jobgate_calls":   # addressed `<to>:...`: ours only
                             if n.payload.startswith(me):
                                 self._post(self.calls.received, n.payload)
+                        elif ch == "jobgate_settings":   # `<from>:<queue>`: others' only
+                            if not n.payload.startswith(me):
+                                self._post(self.node.settings.heard, n.payload)
                         elif n.payload.startswith(me):
                             pass   # this node's own events and announcements
                         elif ch == "jobgate_events":

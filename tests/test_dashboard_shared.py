@@ -17,20 +17,12 @@ import greenstalk
 import httpx
 import pytest
 
-from .shared_support import bean
-from .test_dashboard_browser import confirm, row_ids
+from .bunqueue_support import BQ
+from .shared_support import bean, rows
+from .test_dashboard_browser import confirm, page, row_ids  # noqa: F401 (page: a fixture)
 
 pytest.importorskip("playwright.sync_api")
 from playwright.sync_api import expect  # noqa: E402
-
-
-@pytest.fixture
-def page(browser):
-    ctx = browser.new_context(viewport={"width": 1100, "height": 800})
-    ctx.set_default_timeout(10_000)
-    p = ctx.new_page()
-    yield p
-    ctx.close()
 
 
 def test_dashboard_of_one_node_shows_and_changes_another_nodes_jobs(nodes, page):
@@ -94,3 +86,39 @@ def test_pause_resume_and_drain_from_another_node(nodes, page):
     for i in ids:
         with pytest.raises(greenstalk.NotFoundError):
             c.peek(i)
+
+
+def test_job_list_has_the_nodes_own_reserved_jobs_and_actions_reach_any_dialects_job(
+        nodes, page):
+    """Jobs put on b and reserved by a client of a are in a's list, in order, on every page
+    (review finding: they were on neither side of the merge); a delayed bunqueue job in the
+    database is promoted from a's dashboard (review finding: a job with a client uid was
+    not taken by id, and the action answered 409)."""
+    a, b = nodes(2, http=True)
+    base = f"http://127.0.0.1:{a.http_port}"
+    cb = bean(b, "own")
+    ids = [cb.put(b"j%d" % i) for i in range(7)]
+    ca = bean(a, "own")
+    held = [ca.reserve(timeout=5).id for _ in range(3)]
+    assert held == ids[:3]
+    page.goto(f"{base}/ui/jobs?queue=own")
+    assert row_ids(page) == ids
+    page.goto(f"{base}/ui/jobs?queue=own&limit=2")
+    seen = row_ids(page)
+    for _ in range(5):   # "next" to the last page, which has none
+        if page.locator("#next").count() == 0:
+            break
+        page.click("#next")
+        seen += row_ids(page)
+    assert seen == ids and page.locator("#next").count() == 0
+    page.click("#prev")
+    assert row_ids(page) == ids[4:6]
+    q = BQ(b.bunqueue_port)
+    jid = q.push("bqd", {"x": 1}, delay=600_000)
+    (row_id,), = rows(nodes.url, "SELECT id FROM jobs WHERE uid = %s", (jid,))
+    page.goto(f"{base}/ui/job/{row_id}")
+    expect(page.locator("#job-state")).to_have_text("delayed")
+    confirm(page, "promote")
+    expect(page.locator("#job-state")).to_have_text("ready")
+    assert q.state(jid) == "waiting"
+    assert httpx.get(f"{base}/ui/jobs?queue=%00").status_code == 404

@@ -12,6 +12,7 @@ Needs JOBGATE_TEST_PG_URL (skipped with a clear reason without it).
 """
 from __future__ import annotations
 
+import time
 import uuid
 
 from .bunqueue_support import BQ, OK
@@ -286,7 +287,6 @@ def test_stats_and_counts_per_priority_span_every_node(nodes):
 def test_cron_schedules_are_read_and_deleted_on_any_node(nodes):
     """A schedule set on a: b lists and gets it as stored (its executions moved by the
     leader), b deletes it, and then no node has it and no more runs come."""
-    import time
     a, b = nodes(2, poll_ms=200)
     qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
     qa.ok("Cron", name="every", queue="cq", data={"n": 1}, repeatEvery=200,
@@ -305,3 +305,36 @@ def test_cron_schedules_are_read_and_deleted_on_any_node(nodes):
     before = rows(nodes.url, "SELECT count(*) FROM jobs WHERE queue = 'cq'")[0][0]
     time.sleep(0.6)   # three intervals: a deleted schedule fires no more
     assert rows(nodes.url, "SELECT count(*) FROM jobs WHERE queue = 'cq'")[0][0] == before
+
+
+def _limits(q, queue: str) -> dict:
+    return q.ok("GetQueueLimits", queue=queue)["data"]["limits"]
+
+
+def test_queue_settings_set_on_one_node_apply_on_every_node(nodes):
+    """A concurrency limit set on a holds b's workers back too (b serves one active job, a
+    second PULL on b waits); cleared on a, b's waiting PULL is served; a rate limit and its
+    clearing reach b as well (docs/scaling.md "Queue settings across nodes")."""
+    a, b = nodes(2, poll_ms=200)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    assert qa.call("SetConcurrency", queue="lim", limit=1) == OK
+    assert qa.call("RateLimit", queue="rl", limit=5, duration=60_000) == OK
+    wait_for = time.monotonic() + 10
+    while _limits(qb, "lim")["concurrencyLimit"] != 1 and \
+            time.monotonic() < wait_for:
+        time.sleep(0.05)
+    assert _limits(qb, "lim")["concurrencyLimit"] == 1
+    assert _limits(qb, "rl")["rateLimit"] == {"max": 5, "duration": 60_000}
+    first, second = qb.push("lim", {"n": 1}), qb.push("lim", {"n": 2})
+    assert qb.pull("lim", owner="w", lockTtl=60_000)["job"]["id"] == first
+    assert qb.pull("lim", owner="w", lockTtl=60_000, timeout=300)["job"] is None
+    qb.send({"cmd": "PULL", "queue": "lim", "owner": "w", "lockTtl": 60_000,
+             "timeout": 10_000, "reqId": "late"})
+    assert qa.call("ClearConcurrency", queue="lim") == OK
+    assert qb.recv_reply("late", 15)["job"]["id"] == second
+    assert qa.call("RateLimitClear", queue="rl") == OK
+    wait_for = time.monotonic() + 10
+    while _limits(qb, "rl")["rateLimit"] is not None and \
+            time.monotonic() < wait_for:
+        time.sleep(0.05)
+    assert _limits(qb, "rl")["rateLimit"] is None

@@ -29,6 +29,8 @@ LIMIT, MAX_LIMIT = 50, 500
 #: a `before` cursor past every id (the last page)
 END = 1 << 63
 PAUSE_FOREVER_MS = 100 * 365 * 86_400_000
+#: s a page waits for the database's answer in shared mode (then a 503 page)
+ANSWER_S = 10
 STATES = ("ready", "delayed", "reserved", "buried", "failed", "completed")
 #: action -> (what it applies to, confirmation text)
 ACTIONS = {
@@ -53,14 +55,18 @@ class Problem(Exception):
 
 async def _answer(start):
     """The answer of a port operation's callback form, `start(callback)`: at once on a single
-    server, later in shared mode (the database's). A database error is a 503 page."""
+    server, later in shared mode (the database's). A database error, or no answer within
+    ANSWER_S seconds, is a 503 page."""
     fut = asyncio.get_running_loop().create_future()
 
     def got(x) -> None:
         if not fut.done():
             fut.set_result(x)
     start(got)
-    x = await fut
+    try:
+        x = await asyncio.wait_for(asyncio.shield(fut), ANSWER_S)
+    except asyncio.TimeoutError:   # the node cannot commit (storage down): no reads wait
+        raise Problem(503, "the database is unavailable") from None
     if isinstance(x, Exception) and not isinstance(x, Problem):
         raise Problem(503, "the database is unavailable")
     return x
@@ -172,6 +178,8 @@ class Dashboard:
         name = q.get("queue")
         if not name:
             raise Problem(400, "no queue named")
+        if "\x00" in name:   # no dialect makes such a name (PostgreSQL cannot store one)
+            raise Problem(404, f"no queue {name!r}"[:200])
         state = q.get("state") or None
         if state is not None and state not in STATES:
             raise Problem(400, f"unknown state {state!r}"[:200])
@@ -240,7 +248,8 @@ class Dashboard:
             back = "/ui/"
         if kind == "queue":
             name = data.get("queue")
-            if not name or await _answer(lambda cb: port.queue_global(name, cb)) is None:
+            if not name or "\x00" in name or \
+                    await _answer(lambda cb: port.queue_global(name, cb)) is None:
                 raise Problem(404, f"no queue {name!r}"[:200])
             return {"action": action, "queue": name, "id": None, "back": back,
                     "text": text.format(queue=name)}
