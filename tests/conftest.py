@@ -282,3 +282,14 @@ def browser():
     yield b
     b.close()
     pw.stop()
+
+
+@pytest.fixture
+def page(browser):
+    """A fresh page of `browser` (1100 x 800, 10 s default timeout), its context closed
+    after the test (the dashboard tests)."""
+    ctx = browser.new_context(viewport={"width": 1100, "height": 800})
+    ctx.set_default_timeout(10_000)
+    p = ctx.new_page()
+    yield p
+    ctx.close()

@@ -32,15 +32,6 @@ def srv(tmp_path_factory):
 
 
 @pytest.fixture
-def page(browser):
-    ctx = browser.new_context(viewport={"width": 1100, "height": 800})
-    ctx.set_default_timeout(10_000)
-    p = ctx.new_page()
-    yield p
-    ctx.close()
-
-
-@pytest.fixture
 def base(srv):
     return f"http://127.0.0.1:{srv.ports['http']}"
 

@@ -19,7 +19,7 @@ import pytest
 
 from .bunqueue_support import BQ
 from .shared_support import bean, rows
-from .test_dashboard_browser import confirm, page, row_ids  # noqa: F401 (page: a fixture)
+from .test_dashboard_browser import confirm, row_ids
 
 pytest.importorskip("playwright.sync_api")
 from playwright.sync_api import expect  # noqa: E402
