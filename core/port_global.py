@@ -7,7 +7,8 @@ Each `*_global` operation calls `callback(answer)` exactly once:
 
 - single-node mode: at once, on the caller's stack, with what the plain operation returns
   (`stats()`, `queue()`, `peek()`, `kick()` ...): nothing changes for a single server;
-- shared mode: on the event loop, when the statement of core/shared_reads.py has run on the
+- shared mode: on the event loop, when the statement of core/shared_reads.py (reads) or
+  core/shared_changes.py (kick, kick-job, delete, pause) has run on the
   node's claim thread (core.shared.SharedNode.query_settled: after every change made on this
   node so far is committed). A job this node holds (it is in the engine) is answered from the
   engine at once, as in single-node mode. On a database error `callback` gets the Exception.
@@ -25,6 +26,11 @@ from .views import job_view, queue_view, server_stats
 def _sr():
     from . import shared_reads   # loads msgpack and the schema: shared mode only
     return shared_reads
+
+
+def _sc():
+    from . import shared_changes   # shared mode only
+    return shared_changes
 
 
 def _then(callback, convert):
@@ -283,7 +289,7 @@ class GlobalOps:
         if n >= bound:
             callback(n)
             return
-        sh.query_settled(_sr().kick, (queue, bound - n, dialect, self.clock.wall_ms(),
+        sh.query_settled(_sc().kick, (queue, bound - n, dialect, self.clock.wall_ms(),
                                       self._history()), _then(callback, lambda k: n + k))
 
     def _job_here_or_db(self, id: int, callback, allows, here, db) -> None:
@@ -304,7 +310,7 @@ class GlobalOps:
         """`callback(bool)`: kick_job(id, dialect); in shared mode a job not in this node's
         engine is kicked in the database. `allows` as in peek_global."""
         self._job_here_or_db(id, callback, allows, lambda: self.kick_job(id, dialect),
-                             lambda: (_sr().kick_job, (id, dialect, self.clock.wall_ms(),
+                             lambda: (_sc().kick_job, (id, dialect, self.clock.wall_ms(),
                                                        self._history(), allows)))
 
     def delete_global(self, owner, id: int, callback, allows=None) -> None:
@@ -312,7 +318,7 @@ class GlobalOps:
         is deleted from the database when it is ready, delayed or buried (reserved on another
         node: False). `allows` as in peek_global."""
         self._job_here_or_db(id, callback, allows, lambda: self.delete(owner, id),
-                             lambda: (_sr().delete, (id, owner._o.dialect, self.clock.wall_ms(),
+                             lambda: (_sc().delete, (id, owner._o.dialect, self.clock.wall_ms(),
                                                      self._history(), allows)))
 
     def pause_global(self, queue: str, ms: int, callback) -> None:
@@ -325,10 +331,10 @@ class GlobalOps:
         if sh is None:
             callback(here)
             return
-        sh.query_settled(_sr().pause, (queue, ms, self.clock.wall_ms(), here), callback)
+        sh.query_settled(_sc().pause, (queue, ms, self.clock.wall_ms(), here), callback)
 
     def end_pauses(self, conn, now_ms: int) -> int:
         """Shared mode, the leader's round (gateway/shared.py, on its claim thread with its
         connection `conn`): end the pauses across nodes due by wall ms `now_ms`, notifying
         their queues. Returns how many. Raises the driver's errors."""
-        return _sr().end_pauses(conn, now_ms)
+        return _sc().end_pauses(conn, now_ms)

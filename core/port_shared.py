@@ -63,7 +63,7 @@ class SharedOps:
         whatever its state (only in `queue` when given); `callback` later gets True
         (deleted), False (no such job) or an Exception (the database failed). Raises
         AttributeError in single-node mode."""
-        from .shared_reads import delete_uid
+        from .shared_changes import delete_uid
         e = self._engine
         e.shared.query(delete_uid, (uid, queue, "workq", e.clock.wall_ms(), self._history()),
                        callback)

@@ -17,7 +17,8 @@ from __future__ import annotations
 from heapq import heappop, heappush
 
 from .model import TIMED_OUT, derived_uid
-from .shared_reads import DONE_CHANNEL, delete_uid, job_uid
+from .shared_changes import delete_uid
+from .shared_reads import DONE_CHANNEL, job_uid
 
 __all__ = ["DONE_CHANNEL", "RemoteWait", "RemoteWaits"]
 

@@ -50,7 +50,7 @@ _COLS = tuple(c.name for c in schema.jobs.columns)
 #: (`ensure_indexes`), not by the migrations: single-node servers do not pay for them.
 #: jobs_claim: the claim query; jobs_due: promoting due delayed jobs; jobs_held: the rescuer
 #: and the sweep; jobs_uid: reading a job by uid (results, job reads); jobs_expiry: evictions;
-#: jobs_buried: beanstalk's global kick and peek-buried (core/shared_reads.py).
+#: jobs_buried: beanstalk's global kick and peek-buried (core/shared_changes.py, shared_reads.py).
 SHARED_INDEXES = (
     ("jobs_claim", "(queue, priority, seq) WHERE state = 'ready'"),
     ("jobs_due", "(ready_at_ms) WHERE state = 'delayed'"),
@@ -82,7 +82,7 @@ class SharedStore(LeaderDuties, Store):
         ret = ", ".join(f"j.{c}" for c in _COLS)
         self._sql_claim = (
             "WITH w AS (SELECT * FROM unnest(%s::text[], %s::int[]) AS w(q, n) "
-            # a queue paused across nodes (migration 0010, core/shared_reads.py) is skipped
+            # a queue paused across nodes (migration 0010, core/shared_changes.py) is skipped
             "WHERE NOT EXISTS (SELECT 1 FROM queue_pauses p WHERE p.queue = w.q "
             "AND p.until_ms > %s)), "
             "c AS (SELECT x.id FROM w CROSS JOIN LATERAL (SELECT id FROM jobs "

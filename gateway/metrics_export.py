@@ -175,7 +175,15 @@ class JobgateCollector(Collector):
                 ("forwarded_served", "Commands other nodes forwarded here, run here",
                  sh.calls.served),
                 ("forwarded_unanswered", "Forwarded commands answered as for no such job "
-                 "(no reply in time, or the database failed)", sh.calls.unanswered)):
+                 "(no reply in time, or the database failed)", sh.calls.unanswered),
+                ("flow_notes_sent", "Flow notes (a child finished) delivered to parents "
+                 "here or on the node holding them", sh.node.flows.sent),
+                ("flow_notes_applied", "Flow notes applied to parents in this node",
+                 sh.node.flows.applied),
+                ("flow_notes_retried", "Deliveries of flow notes tried again (the database "
+                 "failed, or the parent's node did not answer)", sh.node.flows.retried),
+                ("settings_installed", "Queue settings changed on other nodes installed here",
+                 sh.node.settings.installed)):
             yield CounterMetricFamily(f"jobgate_shared_{name}", doc, value=value)
 
     def _connections(self):

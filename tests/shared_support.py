@@ -91,3 +91,15 @@ def terminate(url: str, pid: int) -> int:
 
 
 __all__ = ["nodes", "bean", "rows", "leader_app", "cron_state", "terminate"]
+
+
+def metric(node: Server, name: str) -> float:
+    """The value of counter or gauge `name` (no labels) in `node`'s GET /metrics (a node made
+    with `nodes(..., http=True)`)."""
+    import urllib.request
+    text = urllib.request.urlopen(f"http://127.0.0.1:{node.http_port}/metrics",
+                                  timeout=5).read().decode()
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"no {name} in /metrics")

@@ -16,7 +16,7 @@ import time
 import uuid
 
 from .bunqueue_support import BQ, OK
-from .shared_support import rows
+from .shared_support import metric, rows
 
 
 def test_lock_upkeep_and_ack_through_another_node(nodes):
@@ -315,16 +315,17 @@ def test_queue_settings_set_on_one_node_apply_on_every_node(nodes):
     """A concurrency limit set on a holds b's workers back too (b serves one active job, a
     second PULL on b waits); cleared on a, b's waiting PULL is served; a rate limit and its
     clearing reach b as well (docs/scaling.md "Queue settings across nodes")."""
-    a, b = nodes(2, poll_ms=200)
+    a, b = nodes(2, poll_ms=200, http=True)
     qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
     assert qa.call("SetConcurrency", queue="lim", limit=1) == OK
     assert qa.call("RateLimit", queue="rl", limit=5, duration=60_000) == OK
+    def installed() -> bool:   # each change is announced after its own commit
+        return (_limits(qb, "lim")["concurrencyLimit"] == 1
+                and _limits(qb, "rl")["rateLimit"] == {"max": 5, "duration": 60_000})
     wait_for = time.monotonic() + 10
-    while _limits(qb, "lim")["concurrencyLimit"] != 1 and \
-            time.monotonic() < wait_for:
+    while not installed() and time.monotonic() < wait_for:
         time.sleep(0.05)
-    assert _limits(qb, "lim")["concurrencyLimit"] == 1
-    assert _limits(qb, "rl")["rateLimit"] == {"max": 5, "duration": 60_000}
+    assert installed()
     first, second = qb.push("lim", {"n": 1}), qb.push("lim", {"n": 2})
     assert qb.pull("lim", owner="w", lockTtl=60_000)["job"]["id"] == first
     assert qb.pull("lim", owner="w", lockTtl=60_000, timeout=300)["job"] is None
@@ -338,3 +339,5 @@ def test_queue_settings_set_on_one_node_apply_on_every_node(nodes):
             time.monotonic() < wait_for:
         time.sleep(0.05)
     assert _limits(qb, "rl")["rateLimit"] is None
+    assert metric(b, "jobgate_shared_settings_installed_total") >= 4
+    assert metric(a, "jobgate_shared_settings_installed_total") == 0

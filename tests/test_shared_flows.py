@@ -16,7 +16,7 @@ import greenstalk
 import pytest
 
 from .bunqueue_support import BQ
-from .shared_support import bean, rows
+from .shared_support import bean, metric, rows
 from .test_bunqueue_flows import node, simple_flow
 
 
@@ -34,7 +34,7 @@ def test_parent_waits_for_children_finished_on_other_nodes(nodes):
     """PUSHF on a; each child pulled and acknowledged on another node: the parent is not
     served before the last one, then any node serves it; its children's values read the same
     on every node; a second PUSHF with the same ids, on another node, is refused."""
-    a, b, c = nodes(3, flow_sweep_ms=0)   # no sweep: the notes alone
+    a, b, c = nodes(3, flow_sweep_ms=0, http=True)   # no sweep: the notes alone
     qa, qb, qc = BQ(a.bunqueue_port), BQ(b.bunqueue_port), BQ(c.bunqueue_port)
     p, kids, jobs = simple_flow("sfp", "sfc")
     qa.ok("PUSHF", jobs=jobs)
@@ -62,6 +62,9 @@ def test_parent_waits_for_children_finished_on_other_nodes(nodes):
         assert q.call("GetChildrenValues", id=p) == {"ok": True, "data": {"values": want}}
     qb.ok("ACK", id=p, result="done")
     assert rows(nodes.url, "SELECT state FROM jobs WHERE uid = %s", (p,)) == [("completed",)]
+    # the two children's notes, counted where they went and where they were applied
+    assert sum(metric(n, "jobgate_shared_flow_notes_sent_total") for n in (b, c)) == 2
+    assert sum(metric(n, "jobgate_shared_flow_notes_applied_total") for n in (a, b, c)) == 2
 
 
 def test_beanstalk_delete_of_a_child_on_another_node_releases_the_parent(nodes):
