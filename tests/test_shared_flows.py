@@ -62,9 +62,11 @@ def test_parent_waits_for_children_finished_on_other_nodes(nodes):
         assert q.call("GetChildrenValues", id=p) == {"ok": True, "data": {"values": want}}
     qb.ok("ACK", id=p, result="done")
     assert rows(nodes.url, "SELECT state FROM jobs WHERE uid = %s", (p,)) == [("completed",)]
-    # the two children's notes, counted where they went and where they were applied
-    assert sum(metric(n, "jobgate_shared_flow_notes_sent_total") for n in (b, c)) == 2
+    # the two children's notes, counted where they were applied and, once the holder's
+    # answer came back (a forwarded note), where they went
     assert sum(metric(n, "jobgate_shared_flow_notes_applied_total") for n in (a, b, c)) == 2
+    assert _until(lambda: sum(metric(n, "jobgate_shared_flow_notes_sent_total")
+                              for n in (b, c)) == 2)
 
 
 def test_beanstalk_delete_of_a_child_on_another_node_releases_the_parent(nodes):
