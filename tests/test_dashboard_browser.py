@@ -53,6 +53,17 @@ def row_ids(page) -> list:
     return [int(x) for x in page.eval_on_selector_all("tr.job", "rs => rs.map(r => r.dataset.id)")]
 
 
+def drain(page, c, ids) -> None:
+    """On a queue's job list: drain it through the confirmation step; the list is empty and
+    greenstalk client `c` finds none of `ids`."""
+    page.click("#q-drain")
+    page.click("#confirm")
+    expect(page.locator("#no-jobs")).to_be_visible()
+    for i in ids:
+        with pytest.raises(greenstalk.NotFoundError):
+            c.peek(i)
+
+
 def confirm(page, action: str) -> None:
     """Click the action's button, then confirm on the confirmation page."""
     page.click(f"#act-{action}")
@@ -143,12 +154,7 @@ def test_pause_and_drain_a_queue(page, base, gs):
     page.click("#q-resume")
     page.click("#confirm")
     expect(page.locator("#jobs .tag.paused")).to_have_count(0)
-    page.click("#q-drain")
-    page.click("#confirm")
-    expect(page.locator("#no-jobs")).to_be_visible()
-    for i in ids:
-        with pytest.raises(greenstalk.NotFoundError):
-            c.peek(i)
+    drain(page, c, ids)
 
 
 def test_paging_through_100000_jobs(page, base, srv):

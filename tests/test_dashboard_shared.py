@@ -19,7 +19,7 @@ import pytest
 
 from .bunqueue_support import BQ
 from .shared_support import bean, rows
-from .test_dashboard_browser import confirm, row_ids
+from .test_dashboard_browser import confirm, drain, row_ids
 
 pytest.importorskip("playwright.sync_api")
 from playwright.sync_api import expect  # noqa: E402
@@ -80,12 +80,7 @@ def test_pause_resume_and_drain_from_another_node(nodes, page):
     got = c.reserve(timeout=5)
     assert got.id == ids[0]
     c.release(got)
-    page.click("#q-drain")
-    page.click("#confirm")
-    expect(page.locator("#no-jobs")).to_be_visible()
-    for i in ids:
-        with pytest.raises(greenstalk.NotFoundError):
-            c.peek(i)
+    drain(page, c, ids)
 
 
 def test_job_list_has_the_nodes_own_reserved_jobs_and_actions_reach_any_dialects_job(
