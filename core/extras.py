@@ -59,6 +59,17 @@ class Extras:
         if key is not None and self.unique.get((job.queue, key)) is job:
             del self.unique[(job.queue, key)]
 
+    def _unlink_deps(self, job_id: int, uids) -> None:
+        """Job `job_id` no longer waits for the jobs `uids` in the dependents index (they
+        were dropped, or the job leaves this engine: core/shared.py spill)."""
+        dependents = self.dependents
+        for u in uids:
+            s = dependents.get(u)
+            if s is not None:
+                s.discard(job_id)
+                if not s:
+                    del dependents[u]
+
     def dedup_job(self, queue: str, key: str) -> Job | None:
         """The unfinished job of `queue` holding dedup key `key`, or None."""
         return self.unique.get((queue, key))

@@ -100,12 +100,7 @@ class Flows:
         if uids is not None and ext.get("dependsOn"):
             ext["dependsOn"] = [u for u in ext["dependsOn"] if u not in uids]
         job.ext = ext
-        for u in gone:
-            s = self.dependents.get(u)
-            if s is not None:
-                s.discard(job.id)
-                if not s:
-                    del self.dependents[u]
+        self._unlink_deps(job.id, gone)
         if not left and job.state is DELAYED and job.ready_at >= (
                 self.clock.monotonic_ms() + BLOCKED_MS // 2):
             ext = dict(job.ext)
@@ -219,12 +214,7 @@ class Flows:
         """Forget every unmet dependency of `job` without moving it (it is about to fail)."""
         if job.ext is None or not job.ext.get("deps"):
             return
-        for u in job.ext["deps"]:
-            s = self.dependents.get(u)
-            if s is not None:
-                s.discard(job.id)
-                if not s:
-                    del self.dependents[u]
+        self._unlink_deps(job.id, job.ext["deps"])
         ext = dict(job.ext)
         del ext["deps"]
         job.ext = ext

@@ -223,6 +223,12 @@ class Limits:
                     spec, use_bin_type=True)})
             if self.shared is not None:   # every node installs them after the commit
                 self.shared.settings.changed(name)   # (core/shared_settings.py)
+        self._attach_limits(s, serve)
+
+    def _attach_limits(self, s: QueueSettings, serve: bool) -> None:
+        """Attach settings `s` to their queue (its limits) or detach them; `serve` as in
+        _settings_changed."""
+        name = s.queue
         if s.limited:
             q = self.queue(name)
             q.limits = s
@@ -282,15 +288,7 @@ class Limits:
             self.queue_settings.pop(queue, None)
         else:
             self.queue_settings[queue] = s
-        q = self.queues.get(queue)
-        if s.limited:
-            q = self.queue(queue)
-            q.limits = s
-            self._serve(q)
-        elif q is not None and q.limits is not None:
-            q.limits = None
-            self._serve(q)
-            self._gc(q)
+        self._attach_limits(s, True)
 
     # ------------------------------------------------------------ status
     def limit_status(self, queue: str, max_jobs=None) -> dict:

@@ -186,13 +186,7 @@ class SharedNode:
                 e._unindex(job)
                 deps = job.ext.get("deps")
                 if deps:   # a flow parent leaving: the notes of its children find its row
-                    dependents = e.dependents
-                    for d in deps:
-                        s = dependents.get(d)
-                        if s is not None:
-                            s.discard(job.id)
-                            if not s:
-                                del dependents[d]
+                    e._unlink_deps(job.id, deps)
             q.ids_dead += 1
             if q.ids_dead > (len(q.ids) >> 1) + 1024:
                 compact_ids(e, q)

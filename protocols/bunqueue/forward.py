@@ -138,11 +138,6 @@ def forward(sess, name: str, cmd: dict, handler, rid, uids: list) -> None:
     port = sess.port
 
     def located(where) -> None:
-        if sess.closed:
-            return
-        if isinstance(where, Exception):
-            sess.later(rid, err(STORAGE_UNAVAILABLE))
-            return
         if not where:
             _here(sess, handler, name, cmd, rid)
             return
@@ -160,7 +155,20 @@ def forward(sess, name: str, cmd: dict, handler, rid, uids: list) -> None:
             port.forward_to(where[uids[0]], "bunqueue", body, done)
             return
         _split(sess, name, cmd, handler, rid, where)
-    port.reach_jobs(uids, located)
+    port.reach_jobs(uids, _from_db(sess, rid, located))
+
+
+def _from_db(sess, rid, then):
+    """A callback for a database answer about command `rid`: nothing when the session has
+    closed meanwhile, `Storage unavailable` for an Exception, else `then(answer)`."""
+    def got(answer) -> None:
+        if sess.closed:
+            return
+        if isinstance(answer, Exception):
+            sess.later(rid, err(STORAGE_UNAVAILABLE))
+            return
+        then(answer)
+    return got
 
 
 def _split(sess, name: str, cmd: dict, handler, rid, where: dict) -> None:
@@ -283,14 +291,9 @@ def check_new(sess, uids: list, keys: list, cmd: dict, handler, name: str, rid) 
 
     def got(what: str, more):
         def done(answer) -> None:
-            if sess.closed:
-                return
-            if isinstance(answer, Exception):
-                sess.later(rid, err(STORAGE_UNAVAILABLE))
-                return
             found[what] = answer
             more()
-        return done
+        return _from_db(sess, rid, done)
     then_keys = (lambda: sess.port.dedup_global(keys, got("keys", run))) if keys else run
     if uids:
         sess.port.uids_taken_global(uids, got("ids", then_keys))
