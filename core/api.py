@@ -37,7 +37,7 @@ from .port_global import GlobalOps
 from .port_pages import PageOps
 from .port_jobs import JobOps
 from .port_settings import SettingsOps
-from .port_shared import PROBE_MS, SharedOps, fire_due, open_shared_store
+from .port_shared import PROBE_MS, SharedOps, fire_due, keep_slots, open_shared_store, take_slots
 from .port_webhooks import WebhookOps
 from .transitions import IllegalTransition
 from .views import adapter, queue_view, reserved, server_stats
@@ -45,7 +45,7 @@ from .webhooks import (EVENT_KINDS, WEBHOOK_EVENTS, AllowList, Registry as _Webh
                        WebhookView, address_refused, parse_host, split_url)
 
 __all__ = [
-    "Port", "Owner", "Persistence", "open_store", "open_shared_store", "fire_due", "Store", "StorePort", "StoreLocked",
+    "Port", "Owner", "Persistence", "open_store", "open_shared_store", "fire_due", "take_slots", "keep_slots", "Store", "StorePort", "StoreLocked",
     "SystemClock", "ManualClock", "Event", "Subscription", "JobPolicy", "Failure", "JobView",
     "QueueView", "Reserved", "ServerStats", "IllegalTransition", "TIMED_OUT", "DEADLINE_SOON",
     "WAITING", "TOKEN_CHECKED", "TOKEN_REQUIRED", "TOKEN_IGNORED", "LEASE_OK", "NOT_ACTIVE",

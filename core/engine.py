@@ -92,6 +92,7 @@ class Engine(Queues, Scheduling, Outcomes, Extras, Flows, Limits, Moves):
         self.cron = CronTable(self)  # cron schedules (core/cron.py), fired from tick()
         self.dialect_state: dict = {}   # dialect records (core/port_dialect.py)
         self.shared = None   # core.shared.SharedNode in shared mode (several nodes, one database)
+        self.slots_held = None   # shared mode: queue -> concurrency slots held (shared_slots)
         for name in pinned:
             self.queue(name)
 

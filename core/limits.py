@@ -333,11 +333,21 @@ class Limits:
         return p if n == p.max_stalls else p._replace(max_stalls=n)
 
     # ------------------------------------------------------------ enforcement
+    def _cap(self, q, c):
+        """The concurrency limit `c` of queue `q` as this engine applies it: in shared mode
+        no more than the slots this node holds (core/shared_slots.py)."""
+        h = self.slots_held
+        if h is not None and c is not None:
+            n = h.get(q.name, 0)
+            if n < c:
+                return n
+        return c
+
     def _admits(self, q, now: int) -> bool:
         """True when limited queue `q` may take one more reservation at monotonic `now`."""
         s = q.limits
         c = s.concurrency
-        if c is not None and q.n_reserved >= c:
+        if c is not None and q.n_reserved >= self._cap(q, c):
             return False
         if s.rate_max is None:
             return True
@@ -358,7 +368,7 @@ class Limits:
         of a temporary limit); a full concurrency limit waits for a slot (_slot_freed)."""
         s = q.limits
         c = s.concurrency
-        if c is not None and q.n_reserved >= c or s.rate_max is None:
+        if c is not None and q.n_reserved >= self._cap(q, c) or s.rate_max is None:
             return
         at = s.token_at(now)
         if s.rate_expires_ms is not None:

@@ -137,6 +137,16 @@ queue_pauses = sa.Table(
     sa.Column("pause_ms", sa.BigInteger, nullable=False),
 )
 
+# Concurrency-limit slots held by the nodes of one database (migration 0012, issue 19): a row per
+# queue and node in shared mode; node '' is the queue's lock row. core/shared_slots.py.
+queue_slots = sa.Table(
+    "queue_slots", metadata,
+    sa.Column("queue", sa.String(256), primary_key=True),
+    sa.Column("node", sa.String(256), primary_key=True),
+    sa.Column("held", sa.Integer, nullable=False),
+    sa.Column("until_ms", sa.BigInteger, nullable=False),
+)
+
 #: The keyed record tables, by name: table -> its key column (StorePort.write `records`).
 RECORD_TABLES = {"cron_schedules": "name", "queue_settings": "queue", "webhooks": "id",
                  "dialect_state": "key"}

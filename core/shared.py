@@ -22,6 +22,8 @@ Units: ms. Nothing here does I/O (the gateway's gateway/shared.py runs the state
 """
 from __future__ import annotations
 
+import math
+
 from .model import RESERVED, TIMED_OUT
 from .paging import compact_ids
 from .recovery import adopt, index_stored, job_of_row
@@ -29,6 +31,7 @@ from .shared_calls import Calls
 from .shared_events import EventRelay
 from .shared_flows import SharedFlows
 from .shared_settings import SharedSettings
+from .shared_slots import SharedSlots
 from .shared_results import RemoteWaits
 
 #: ids a node hands out from one block of sequence jobgate_job_ids (migration 0009)
@@ -66,6 +69,7 @@ class SharedNode:
         self.calls = Calls(self)           # commands forwarded to a job's node (shared_calls)
         self.flows = SharedFlows(self)     # flow parents told of children (shared_flows)
         self.settings = SharedSettings(self)   # queue settings on every node (shared_settings)
+        self.slots = SharedSlots(self)     # concurrency limits across nodes (shared_slots)
         self.block_end = 0            # the end (exclusive) of the current id block
         self.next_block = 0           # the start of the next block, 0 while not fetched
         self.asking_ids = False
@@ -208,9 +212,15 @@ class SharedNode:
                 n = q.waiting + more.get(name, 0)
                 c = q.limits.concurrency if q.limits is not None else None
                 if c is not None:   # a concurrency limit: no more than it admits now
-                    n = min(n, c - q.n_reserved)
+                    n = min(n, math.ceil(e._cap(q, c)) - q.n_reserved)
                 out[name] = min(n, CLAIM_MAX)
         return out
+
+    def wants_claim(self) -> bool:
+        """True when a claim round would do something: reservers wait for jobs here
+        (demand()) or for concurrency slots (the poll: another node's slots may have
+        lapsed)."""
+        return bool(self.demand()) or bool(self.slots.wants(self.more, set()))
 
     def waits_for(self, queue: str) -> bool:
         """True when reservers wait here for `queue` (a notification for it is worth a
@@ -280,19 +290,33 @@ class SharedNode:
         self.probes.append(waiter)
         self.wait_started()
 
-    def start_round(self) -> dict:
-        """A claim round starts now: its demand (see demand()) without the `emptied` queues
-        unless a probe waits (a probe answers TIMED_OUT only after a claim, which sees
-        every committed row); the probes waiting now are answered by this round
-        (end_probes), later ones by the next."""
+    def start_round(self) -> tuple:
+        """A claim round starts now: (demand, wants). `demand` (see demand()) leaves out
+        the `emptied` queues unless a probe waits (a probe answers TIMED_OUT only after a
+        claim, which sees every committed row); `wants`: the concurrency slots to take first
+        (core.shared_slots.SharedSlots.wants; {} unless a limited queue's waiters need
+        more). The probes waiting now are answered by this round (end_probes), later ones
+        by the next."""
         self.in_round += self.probes
         self.probes = []
         d = self.demand()
+        skip = self.emptied if not self.in_round else set()
+        wants = self.slots.wants(self.more, skip)
+        if wants:
+            self.slots.taking = True
         self.more = {}
         if self.emptied and not self.in_round:
             d = {name: n for name, n in d.items() if name not in self.emptied}
         self._asked = dict(d)
-        return d
+        return d, wants
+
+    def carry_probes(self) -> None:
+        """The round that ends now took concurrency slots before its claim could use them:
+        its probes are answered by the next round (which claims under the new slots), not
+        timed out by this one."""
+        if self.in_round:
+            self.probes[:0] = self.in_round
+            self.in_round = []
 
     def end_probes(self) -> None:
         """After a claim round: every probe it answered for that is still waiting times out."""

@@ -176,8 +176,8 @@ class SharedStore(LeaderDuties, Store):
 
     def close(self) -> None:
         """Give back the rows this node holds without a reservation (taken for a command or a
-        flow note whose answer the stopping node did not wait for: core/shared_flows.py),
-        forget this node's commit mark row, and release the shared lock and connections.
+        flow note whose answer the stopping node did not wait for: core/shared_flows.py) and
+        its concurrency slots (core/shared_slots.py), forget this node's commit mark row, and release the shared lock and connections.
         Its reservations come back after their deadline (the rescuer)."""
         if self._join_conn is not None:
             try:
@@ -188,6 +188,10 @@ class SharedStore(LeaderDuties, Store):
                     (self.node, READY_CHANNEL))
                 self._join_conn.exec_driver_sql("DELETE FROM jobgate_meta WHERE key = %s",
                                                 (self._seq_key,))
+                # its concurrency slots (core/shared_slots.py): free for the other nodes now
+                self._join_conn.exec_driver_sql(
+                    "WITH d AS (DELETE FROM queue_slots WHERE node = %s RETURNING queue) "
+                    "SELECT count(pg_notify(%s, queue)) FROM d", (self.node, READY_CHANNEL))
                 self._join_conn.commit()
                 self._join_conn.close()
             except Exception:  # the server is stopping; the row is only a mark

@@ -183,7 +183,11 @@ class JobgateCollector(Collector):
                 ("flow_notes_retried", "Deliveries of flow notes tried again (the database "
                  "failed, or the parent's node did not answer)", sh.node.flows.retried),
                 ("settings_installed", "Queue settings changed on other nodes installed here",
-                 sh.node.settings.installed)):
+                 sh.node.settings.installed),
+                ("slots_taken", "Takes of concurrency slots that got this node more of them",
+                 sh.node.slots.taken),
+                ("slots_given", "Concurrency slots of a queue given back by this node (once "
+                 "per queue and give-back)", sh.node.slots.given)):
             yield CounterMetricFamily(f"jobgate_shared_{name}", doc, value=value)
 
     def _connections(self):

@@ -32,7 +32,7 @@ import time
 
 import anyio
 
-from core.api import fire_due
+from core.api import fire_due, keep_slots, take_slots
 
 from .logs import event
 
@@ -45,7 +45,7 @@ RESCUE_MS = 1000
 #: s before a lost connection is replaced
 RECONNECT_S = 0.5
 #: the periodic task kinds (at most one of each queued)
-PERIODIC = frozenset(("promote", "cron", "rescue", "sweep"))
+PERIODIC = frozenset(("promote", "cron", "rescue", "sweep", "refresh"))
 #: the most cron runs the leader fires in one round (every PROMOTE_MS)
 CRON_IDS = 64
 #: s the listener waits for a notification before it tries the leader lock again
@@ -85,6 +85,7 @@ class SharedLink:
         self.stopping = False
         self.claims = self.claimed = self.notified = self.promoted = self.rescued = 0
         self.evicted = 0
+        self.slot_notices = 0     # queues notified of concurrency slots given back
         self._threads: list = []
         self._cron_next = self._cron_end = 0   # the leader's ids for cron runs (claim thread)
         self._queued: set = set()   # periodic task kinds queued and not yet done
@@ -102,25 +103,30 @@ class SharedLink:
         if self.pending:
             self.again = True
             return
-        demand = self.node.start_round()
-        if not demand:
+        demand, wants = self.node.start_round()
+        if not demand and not wants:
             self.node.end_probes()
             return
         self.pending = True
         self.again = False
-        self.tasks.put(("claim", demand))
+        self.tasks.put(("claim", (demand, wants)))
 
-    def _claimed(self, rows) -> None:
+    def _claimed(self, rows, grants=None) -> None:
+        """A claim round ended: `rows` claimed (None: it failed), `grants` the concurrency
+        slots it took first (core/shared_slots.py; None: none asked for, or it failed)."""
         self.pending = False
         self.claims += 1
+        more = self.node.slots.granted(grants)
+        if more:
+            self.node.carry_probes()   # the next round claims under the new slots
         if rows is None:   # the claim failed: no queue is known to be empty
             rows = []
         else:
             self.node.found(rows)
         self.claimed += len(rows)
         left = self.node.load(rows)
-        if self.again or (rows and not left):
-            self._want()   # more waiters came, or the queue may hold more
+        if self.again or more or (rows and not left):
+            self._want()   # more waiters came, new slots, or the queue may hold more
 
     def _query(self, fn, args: tuple, callback) -> None:
         self.tasks.put(("call", (fn, args, callback)))
@@ -197,10 +203,16 @@ class SharedLink:
                     log.exception("shared-mode timer callback failed")
                 if now - last_poll >= self.poll_ms:
                     last_poll = now
-                    if not self.pending and self.node.demand():
+                    if not self.pending and self.node.wants_claim():
                         self.want()
+                given = self.node.slots.surplus()   # concurrency slots not used any more
+                if given is not None:
+                    self.tasks.put(("slots", given))
                 if now - last_rescue >= RESCUE_MS:
                     last_rescue = now
+                    held = self.node.slots.refresh()   # the slots held here stay counted
+                    if held is not None:
+                        self._periodic("refresh", held)
                     # rows this node claimed whose answer it lost (the claim committed, its
                     # reply did not arrive): held here in the database, by nobody in memory
                     self._periodic("sweep", self.node.held_ids())
@@ -251,8 +263,12 @@ class SharedLink:
                     conn = self.store.raw()
                 now = self.clock.wall_ms()
                 if kind == "claim":
-                    rows = self.store.claim(conn, arg, now)
-                    self._post(self._claimed, rows)
+                    demand, wants = arg
+                    grants = take_slots(conn, self.store.node, wants, now) if wants else None
+                    rows = self.store.claim(conn, demand, now)
+                    self._post(self._claimed, rows, grants)
+                elif kind in ("slots", "refresh"):
+                    self.slot_notices += keep_slots(conn, self.store.node, arg, now)
                 elif kind == "ids":
                     self._post(self.node.set_block, self.store.next_block(conn))
                 elif kind == "promote":

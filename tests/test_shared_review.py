@@ -94,7 +94,11 @@ def test_a_limited_queue_claims_no_more_than_it_admits(nodes):
     held = rows(nodes.url, "SELECT count(*) FROM jobs WHERE queue = 'lq' AND "
                             "state = 'reserved'")[0][0]
     assert held == 1
-    assert qb.call("PULL", queue="lq")["job"] is not None
+    # the limit counts every node's active jobs (docs/scaling.md "Concurrency limits across
+    # nodes"): b's worker gets nothing while a's holds the one slot, 49 jobs waiting
+    assert qb.call("PULL", queue="lq")["job"] is None
+    assert rows(nodes.url, "SELECT count(*) FROM jobs WHERE queue = 'lq' AND "
+                           "state = 'ready'")[0][0] == 49
 
 
 def test_waitjob_timeout_0_answers_only_itself(nodes):
