@@ -34,9 +34,10 @@ Units: ms; `rate_expires_ms` wall ms; timers monotonic ms.
 from __future__ import annotations
 
 import math
-from heapq import heappop, heappush
 
 import msgpack
+
+from .limit_checks import LimitChecks
 
 #: bunqueue 2.9.5 domain/types/stall.js DEFAULT_STALL_CONFIG (key order kept).
 DEFAULT_STALL_CONFIG = {"enabled": True, "stallInterval": 30_000, "maxStalls": 3,
@@ -118,9 +119,10 @@ def _stall_custom(config: dict) -> bool:
     return False
 
 
-class Limits:
-    """Engine base (core.engine.Engine): queue settings, limit checks and limit timers.
-    Expects the Engine attributes (queues, clock, journal, _seq, _arm, _serve, queue)."""
+class Limits(LimitChecks):
+    """Engine base (core.engine.Engine): queue settings and their status; the checks and
+    timers in core.limit_checks.LimitChecks. Expects the Engine attributes (queues, clock,
+    journal, _seq, _arm, _serve, queue, shared, slots_held)."""
 
     # ------------------------------------------------------------ settings
     def _settings(self, queue: str) -> QueueSettings:
@@ -331,80 +333,6 @@ class Limits:
         m = s.stall.get("maxStalls")
         n = math.ceil(m) if m.__class__ in (int, float) and m > 0 and math.isfinite(m) else 0
         return p if n == p.max_stalls else p._replace(max_stalls=n)
-
-    # ------------------------------------------------------------ enforcement
-    def _cap(self, q, c):
-        """The concurrency limit `c` of queue `q` as this engine applies it: in shared mode
-        no more than the slots this node holds (core/shared_slots.py)."""
-        h = self.slots_held
-        if h is not None and c is not None:
-            n = h.get(q.name, 0)
-            if n < c:
-                return n
-        return c
-
-    def _admits(self, q, now: int) -> bool:
-        """True when limited queue `q` may take one more reservation at monotonic `now`."""
-        s = q.limits
-        c = s.concurrency
-        if c is not None and q.n_reserved >= self._cap(q, c):
-            return False
-        if s.rate_max is None:
-            return True
-        if s.rate_expires_ms is not None and self._expire(s):
-            return True
-        s.refill(now)
-        return s.tokens >= 1
-
-    def _took(self, q, now: int) -> None:
-        """A reservation of limited queue `q` was made: it takes a token."""
-        s = q.limits
-        if s.rate_max is not None:
-            s.refill(now)
-            s.tokens -= 1
-
-    def _limit_blocked(self, q, now: int) -> None:
-        """`q` has waiters it may not serve now: arm its timer for the next token (or the end
-        of a temporary limit); a full concurrency limit waits for a slot (_slot_freed)."""
-        s = q.limits
-        c = s.concurrency
-        if c is not None and q.n_reserved >= self._cap(q, c) or s.rate_max is None:
-            return
-        at = s.token_at(now)
-        if s.rate_expires_ms is not None:
-            end = now + max(0, s.rate_expires_ms - self.clock.wall_ms())
-            at = end if at is None else min(at, end)
-        if at is not None:
-            self._limit_timer(s, at, now)
-
-    def _slot_freed(self, q) -> None:
-        """A reserved job of limited queue `q` left the reserved state while reserves wait:
-        serve them at once (the next tick, due now)."""
-        s = q.limits
-        now = self.clock.monotonic_ms()
-        self._limit_timer(s, now, now)
-
-    def _limit_timer(self, s: QueueSettings, at: int, now: int) -> None:
-        w = s.wake_at
-        if w is None or at < w or w < now:
-            s.wake_at = at
-            self._seq += 1
-            heappush(self._limit_timers, (at, self._seq, s))
-            self._arm(at)
-
-    def _limits_due(self, now: int) -> None:
-        """Run the limit timers due at `now` (from tick)."""
-        h = self._limit_timers
-        while h and h[0][0] <= now:
-            at, _, s = heappop(h)
-            if s.wake_at != at:
-                continue   # superseded
-            s.wake_at = None
-            q = self.queues.get(s.queue)
-            if q is not None:
-                if q.limits is s:
-                    self._expire(s)
-                self._serve(q)
 
 
 def _storable(spec: dict) -> dict:

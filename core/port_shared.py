@@ -22,18 +22,19 @@ def fire_due(conn, now_ms: int, ids) -> int:
     return fire(conn, now_ms, ids)
 
 
-def take_slots(conn, node: str, wants: dict, now_ms: int) -> dict:
+def take_slots(conn, node: str, wants: dict) -> dict:
     """Take concurrency slots for `node` (core.shared_slots.take_slots): `wants` queue ->
     (limit, wanted, used); returns queue -> slots held. Errors: the driver's."""
     from .shared_slots import take_slots as take
-    return take(conn, node, wants, now_ms)
+    return take(conn, node, wants)
 
 
-def keep_slots(conn, node: str, held: dict, now_ms: int) -> int:
-    """Write `node`'s concurrency slots as `held` (core.shared_slots.keep_slots); returns how
-    many queues were notified of slots given back. Errors: the driver's."""
+def keep_slots(conn, node: str, exact: dict, floor: dict, known) -> int:
+    """Write `node`'s concurrency slots (core.shared_slots.keep_slots: `exact` give-backs,
+    `floor` refreshes, `known` the queues held on a full refresh); returns how many queues
+    were notified of slots given back. Errors: the driver's."""
     from .shared_slots import keep_slots as keep
-    return keep(conn, node, held, now_ms)
+    return keep(conn, node, exact, floor, known)
 
 
 class SharedOps:

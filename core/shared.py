@@ -302,12 +302,12 @@ class SharedNode:
         d = self.demand()
         skip = self.emptied if not self.in_round else set()
         wants = self.slots.wants(self.more, skip)
-        if wants:
-            self.slots.taking = True
-        self.more = {}
+        # a batch reserve's extra jobs are asked for again by the round after the take
+        self.more = {name: n for name, n in self.more.items() if name in wants}
         if self.emptied and not self.in_round:
             d = {name: n for name, n in d.items() if name not in self.emptied}
         self._asked = dict(d)
+        self.slots.start(d, wants)
         return d, wants
 
     def carry_probes(self) -> None:

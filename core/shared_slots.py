@@ -14,15 +14,19 @@ the sum over the nodes never passes the limit:
   takes what the limit leaves, up to what its waiters need. A grant is never below what the
   node has reserved. The grant is installed on the loop after the commit, then the waiting
   reservers are served and a claim round follows.
-- **keep** (`keep_slots`, on the node's timer): a node gives back the slots its reserved jobs
-  and waiting reservers do not use (held above reserved + waiting), lowering its own count
-  first and the row after; a give-back NOTIFYs `jobgate_ready` with the queue, so that a node
-  waiting for a slot takes it. Every second the node's rows are written again with `until_ms`
-  SLOT_LEASE_MS ahead: the slots of a node that died lapse after that.
+- **keep** (`keep_slots`, from the node's 100 ms timer, `SharedSlots.tick`): a node gives
+  back the slots its reserved jobs and waiting reservers do not use (held above reserved +
+  the waiters that its rate limit lets reserve), lowering its own count first and the row
+  after; a give-back NOTIFYs `jobgate_ready` with the queue, so that a node waiting for a
+  slot takes it. A node with more jobs reserved than slots (reserved before the limit was
+  set) raises its count and its row to them. Every second the node's rows are written again
+  with `until_ms` SLOT_LEASE_MS ahead: the slots of a node that died lapse after that.
 
-The database's count of a node's slots is never below the node's own (take: database first;
-give back: node first; no give-back is sent while a take runs). Units: ms; `until_ms` wall ms.
-No I/O in SharedSlots (the gateway runs the statements on its claim thread).
+The database's count of a node's slots is never below the node's own: a take commits before
+the node uses its grant; a give-back lowers the node's count before its row, and is not sent
+for a queue a claim round runs for; a refresh only raises rows (GREATEST). `until_ms` is the
+database's clock (clock_timestamp()), so the nodes' clocks need not agree. Units: ms. No I/O
+in SharedSlots (the gateway runs the statements on its claim thread).
 """
 from __future__ import annotations
 
@@ -32,6 +36,10 @@ from .shared_reads import READY_CHANNEL
 
 #: ms a node's slots count after its last refresh (it refreshes them every second)
 SLOT_LEASE_MS = 5000
+#: ms between two refreshes of a node's slot rows
+SLOT_REFRESH_MS = 1000
+#: the database's clock, wall ms
+_NOW = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
 
 
 def slot_limit(concurrency) -> int:
@@ -42,12 +50,13 @@ def slot_limit(concurrency) -> int:
     return math.ceil(concurrency)
 
 
-def take_slots(conn, node: str, wants: dict, now_ms: int) -> dict:
+def take_slots(conn, node: str, wants: dict) -> dict:
     """Take slots for `node`: `wants` maps a queue to (limit, wanted, used): its slot limit,
     the slots the node wants in all, the jobs it has reserved. Returns queue -> the slots the
     node now holds (at least `used`, at most what the limit leaves beside the others' live
-    slots, unless `used` is above that). One transaction per queue, queues in name order.
-    Errors: the driver's (psycopg.Error)."""
+    slots, unless `used` is above that); a grant below the node's previous row NOTIFYs the
+    queue. One transaction per queue, queues in name order. Errors: the driver's
+    (psycopg.Error)."""
     out = {}
     cur = conn.cursor()
     try:
@@ -58,19 +67,23 @@ def take_slots(conn, node: str, wants: dict, now_ms: int) -> dict:
             cur.execute("SELECT held FROM queue_slots WHERE queue = %s AND node = '' "
                         "FOR UPDATE", (queue,))
             cur.execute("DELETE FROM queue_slots WHERE queue = %s AND node <> '' "
-                        "AND node <> %s AND until_ms <= %s", (queue, node, now_ms))
-            cur.execute("SELECT COALESCE(sum(held), 0)::bigint FROM queue_slots "
-                        "WHERE queue = %s AND node <> '' AND node <> %s", (queue, node))
-            others = cur.fetchone()[0]
+                        f"AND node <> %s AND until_ms <= {_NOW}", (queue, node))
+            cur.execute("SELECT COALESCE(sum(held) FILTER (WHERE node <> %s), 0)::bigint, "
+                        "COALESCE(sum(held) FILTER (WHERE node = %s), 0)::bigint "
+                        "FROM queue_slots WHERE queue = %s AND node <> ''",
+                        (node, node, queue))
+            others, before = cur.fetchone()
             grant = max(used, min(wanted, limit - others))
             if grant > 0:
                 cur.execute("INSERT INTO queue_slots (queue, node, held, until_ms) "
-                            "VALUES (%s, %s, %s, %s) ON CONFLICT (queue, node) DO UPDATE "
-                            "SET held = EXCLUDED.held, until_ms = EXCLUDED.until_ms",
-                            (queue, node, grant, now_ms + SLOT_LEASE_MS))
+                            f"VALUES (%s, %s, %s, {_NOW} + %s) ON CONFLICT (queue, node) "
+                            "DO UPDATE SET held = EXCLUDED.held, until_ms = EXCLUDED.until_ms",
+                            (queue, node, grant, SLOT_LEASE_MS))
             else:
                 cur.execute("DELETE FROM queue_slots WHERE queue = %s AND node = %s",
                             (queue, node))
+            if grant < before:
+                cur.execute(f"SELECT pg_notify('{READY_CHANNEL}', %s)", (queue,))
             conn.commit()
             out[queue] = grant
     finally:
@@ -78,26 +91,41 @@ def take_slots(conn, node: str, wants: dict, now_ms: int) -> dict:
     return out
 
 
-def keep_slots(conn, node: str, held: dict, now_ms: int) -> int:
-    """Write `node`'s slots as `held` (queue -> count; a queue not in it: none): rows updated
-    with `until_ms` SLOT_LEASE_MS ahead, rows of other queues deleted, and NOTIFY
-    jobgate_ready for each queue whose count went down. Returns how many queues got
-    notified. Errors: the driver's (psycopg.Error)."""
+def keep_slots(conn, node: str, exact: dict, floor: dict, known) -> int:
+    """Write `node`'s slots: `exact` (queue -> count, 0 deletes the row: give-backs) as they
+    are, `floor` (queue -> count: refreshes, reservations above the slots) as the greater of
+    the row and the count; every row of the node gets `until_ms` SLOT_LEASE_MS ahead; with
+    `known` (a set, on a full refresh) the node's rows of other queues are deleted (a take
+    whose answer was lost). NOTIFY jobgate_ready for each queue whose count went down.
+    Returns how many queues were notified. Errors: the driver's (psycopg.Error)."""
     cur = conn.cursor()
     try:
         cur.execute("SELECT queue, held FROM queue_slots WHERE node = %s", (node,))
         before = dict(cur.fetchall())
-        names = [q for q, n in held.items() if n > 0]
-        if names:
+        up = [(q, n) for q, n in exact.items() if n > 0]
+        if floor:
             cur.execute(
                 "INSERT INTO queue_slots (queue, node, held, until_ms) "
-                "SELECT q, %s, n, %s FROM unnest(%s::text[], %s::int[]) AS t(q, n) "
+                f"SELECT q, %s, n, {_NOW} + %s FROM unnest(%s::text[], %s::int[]) AS t(q, n) "
                 "ON CONFLICT (queue, node) DO UPDATE "
-                "SET held = EXCLUDED.held, until_ms = EXCLUDED.until_ms",
-                (node, now_ms + SLOT_LEASE_MS, names, [held[q] for q in names]))
-        cur.execute("DELETE FROM queue_slots WHERE node = %s AND NOT (queue = ANY(%s))",
-                    (node, names))
-        lower = sorted(q for q, n in before.items() if held.get(q, 0) < n)
+                "SET held = GREATEST(queue_slots.held, EXCLUDED.held)",
+                (node, SLOT_LEASE_MS, list(floor), list(floor.values())))
+        if up:
+            cur.execute(
+                "INSERT INTO queue_slots (queue, node, held, until_ms) "
+                f"SELECT q, %s, n, {_NOW} + %s FROM unnest(%s::text[], %s::int[]) AS t(q, n) "
+                "ON CONFLICT (queue, node) DO UPDATE SET held = EXCLUDED.held",
+                (node, SLOT_LEASE_MS, [q for q, _ in up], [n for _, n in up]))
+        gone = [q for q, n in exact.items() if n <= 0]
+        if known is not None:
+            gone += [q for q in before if q not in known and q not in exact]
+        if gone:
+            cur.execute("DELETE FROM queue_slots WHERE node = %s AND queue = ANY(%s)",
+                        (node, gone))
+        cur.execute(f"UPDATE queue_slots SET until_ms = {_NOW} + %s WHERE node = %s",
+                    (SLOT_LEASE_MS, node))
+        lower = sorted(q for q, n in before.items()
+                       if q in gone or (q in exact and exact[q] < n))
         if lower:
             cur.execute(f"SELECT count(pg_notify('{READY_CHANNEL}', q)) "
                         "FROM unnest(%s::text[]) AS t(q)", (lower,))
@@ -109,23 +137,32 @@ def keep_slots(conn, node: str, held: dict, now_ms: int) -> int:
 
 class SharedSlots:
     """One node's slots (see the module docstring); `node`: core.shared.SharedNode. `held`
-    (queue -> slots held here) is the engine's `slots_held`; `taking`: a take runs;
-    `stored`: the database may hold rows of this node; `taken`, `given`: counters (tests,
-    /metrics)."""
+    (queue -> slots held here) is the engine's `slots_held`; `taking`: the queues a take
+    runs for; `busy`: the queues the claim round running now is for (not given back
+    meanwhile); `stored`: the database may hold rows of this node; `taken`, `given`:
+    counters (tests, /metrics)."""
 
     def __init__(self, node) -> None:
         self.node = node
         self.held: dict = {}
         node.e.slots_held = self.held
-        self.taking = False
+        self.taking: set = set()
+        self.busy: set = set()
         self.stored = False
         self.taken = self.given = 0
+        self._refreshed = 0
+
+    def _reserving(self, q, s, now: int) -> int:
+        """The waiting reservers of limited queue `q` (settings `s`) that could reserve now
+        as far as the rate limit goes (all or none)."""
+        return q.waiting if self.node.e._rate_open(s, now) else 0
 
     def wants(self, more: dict, skip: set) -> dict:
         """queue -> (limit, wanted, used) for take_slots: the queues with a concurrency limit
         whose waiting reservers (plus `more` a batch reserve asked for) need more slots than
-        held here, not paused, and not in `skip` (queues known to have no claimable rows)
-        unless ready jobs wait here for a slot. The caller sets `taking` while it takes them."""
+        held here, not paused, not held back by their rate limit, and not in `skip` (queues
+        known to have no claimable rows) unless ready jobs wait here for a slot. Pure: the
+        caller marks the round (start)."""
         e = self.node.e
         now = e.clock.monotonic_ms()
         held = self.held
@@ -136,17 +173,26 @@ class SharedSlots:
                 continue
             if name in skip and not q.n_ready:
                 continue
+            n = self._reserving(q, s, now)
+            if not n:
+                continue
             limit = slot_limit(s.concurrency)
-            wanted = min(limit, q.n_reserved + q.waiting + more.get(name, 0))
+            wanted = min(limit, q.n_reserved + n + more.get(name, 0))
             if wanted > held.get(name, 0):
                 out[name] = (limit, wanted, q.n_reserved)
         return out
 
+    def start(self, demand: dict, wants: dict) -> None:
+        """A claim round starts for `demand` (queue -> jobs) after taking `wants`."""
+        self.taking = set(wants)
+        self.busy = self.taking.union(demand)
+
     def granted(self, grants) -> bool:
-        """The take committed: install `grants` (queue -> slots held; None when it failed)
-        and serve the reservers they admit. True when a queue got more slots than before
-        (claim again: its waiters may take rows now)."""
-        self.taking = False
+        """The round ended: install `grants` (queue -> slots held; None when no take ran or
+        it failed) and serve the reservers they admit. True when a queue got more slots
+        than before (claim again: its waiters may take rows now)."""
+        self.taking = set()
+        self.busy = set()
         if not grants:
             return False
         e = self.node.e
@@ -165,44 +211,53 @@ class SharedSlots:
                 e._serve(q)
         return more
 
-    def surplus(self) -> dict | None:
-        """Lower the slots held here to what is used (reserved jobs, plus waiting reservers
-        up to the limit; none for a queue without a concurrency limit any more). Returns the
-        whole new `held` for keep_slots when something was given back, else None; None
-        while a take runs."""
-        if self.taking or not self.held:
-            return None
+    def tick(self, now_ms: int):
+        """Every 100 ms (`now_ms`: the caller's monotonic ms, for the refresh interval): the
+        keep_slots arguments (exact, floor, known)
+        when the database must learn something, else None. Gives back the slots not used
+        (see the module docstring; not for a queue a round runs for), raises the count of a
+        queue with more jobs reserved here than slots, and every SLOT_REFRESH_MS refreshes
+        every row (with `known`: the queues this node holds or is taking)."""
         e = self.node.e
-        lowered = False
-        for name, n in list(self.held.items()):
+        mono = e.clock.monotonic_ms()
+        held = self.held
+        exact, floor = {}, {}
+        for name, s in e.queue_settings.items():
+            if s.concurrency is None:
+                continue
+            q = e.queues.get(name)
+            if q is not None and q.n_reserved > held.get(name, 0):
+                held[name] = floor[name] = q.n_reserved   # reserved before the limit came
+        for name, n in list(held.items()):
+            if name in self.busy:
+                continue
             q = e.queues.get(name)
             s = None if q is None else q.limits
             if s is None or s.concurrency is None:
-                target = 0 if q is None else q.n_reserved
+                target = 0   # no limit any more: none needed
             else:
-                target = max(q.n_reserved,
-                             min(slot_limit(s.concurrency), q.n_reserved + q.waiting))
+                target = max(q.n_reserved, min(slot_limit(s.concurrency),
+                                               q.n_reserved + self._reserving(q, s, mono)))
             if target < n:
-                lowered = True
                 self.given += 1
+                exact[name] = target
                 if target:
-                    self.held[name] = target
+                    held[name] = target
                 else:
-                    del self.held[name]
-        return dict(self.held) if lowered else None
-
-    def refresh(self) -> dict | None:
-        """The slots to write again (every second): `held` when this node holds any or the
-        database may still hold rows of it, else None."""
-        if self.taking:
+                    del held[name]
+                floor.pop(name, None)
+        known = None
+        if now_ms - self._refreshed >= SLOT_REFRESH_MS and (held or self.stored):
+            self._refreshed = now_ms
+            for name, n in held.items():
+                floor.setdefault(name, n)
+            known = set(held) | self.taking
+            self.stored = bool(held)
+        if not exact and not floor and known is None:
             return None
-        if self.held:
+        if exact or floor:
             self.stored = True
-            return dict(self.held)
-        if self.stored:
-            self.stored = False
-            return {}
-        return None
+        return exact, floor, known
 
 
 __all__ = ["SLOT_LEASE_MS", "SharedSlots", "keep_slots", "slot_limit", "take_slots"]

@@ -45,7 +45,7 @@ RESCUE_MS = 1000
 #: s before a lost connection is replaced
 RECONNECT_S = 0.5
 #: the periodic task kinds (at most one of each queued)
-PERIODIC = frozenset(("promote", "cron", "rescue", "sweep", "refresh"))
+PERIODIC = frozenset(("promote", "cron", "rescue", "sweep"))
 #: the most cron runs the leader fires in one round (every PROMOTE_MS)
 CRON_IDS = 64
 #: s the listener waits for a notification before it tries the leader lock again
@@ -205,14 +205,11 @@ class SharedLink:
                     last_poll = now
                     if not self.pending and self.node.wants_claim():
                         self.want()
-                given = self.node.slots.surplus()   # concurrency slots not used any more
-                if given is not None:
-                    self.tasks.put(("slots", given))
+                slots = self.node.slots.tick(int(now))   # concurrency slots (shared_slots)
+                if slots is not None:
+                    self.tasks.put(("slots", slots))
                 if now - last_rescue >= RESCUE_MS:
                     last_rescue = now
-                    held = self.node.slots.refresh()   # the slots held here stay counted
-                    if held is not None:
-                        self._periodic("refresh", held)
                     # rows this node claimed whose answer it lost (the claim committed, its
                     # reply did not arrive): held here in the database, by nobody in memory
                     self._periodic("sweep", self.node.held_ids())
@@ -264,11 +261,18 @@ class SharedLink:
                 now = self.clock.wall_ms()
                 if kind == "claim":
                     demand, wants = arg
-                    grants = take_slots(conn, self.store.node, wants, now) if wants else None
-                    rows = self.store.claim(conn, demand, now)
+                    grants = None
+                    if wants:
+                        grants = take_slots(conn, self.store.node, wants)
+                    try:
+                        rows = self.store.claim(conn, demand, now)
+                    except Exception:
+                        if grants:   # taken and committed: the node uses them still
+                            self._post(self.node.slots.granted, grants)
+                        raise
                     self._post(self._claimed, rows, grants)
-                elif kind in ("slots", "refresh"):
-                    self.slot_notices += keep_slots(conn, self.store.node, arg, now)
+                elif kind == "slots":
+                    self.slot_notices += keep_slots(conn, self.store.node, *arg)
                 elif kind == "ids":
                     self._post(self.node.set_block, self.store.next_block(conn))
                 elif kind == "promote":

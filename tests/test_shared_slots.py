@@ -1,13 +1,16 @@
 """Concurrency limits across nodes (issue 19; docs/scaling.md "Concurrency limits across
 nodes", core/shared_slots.py): a bunqueue concurrency limit of n allows n active jobs over
 every node of the database, not n per node; a node's unused slots go to the nodes whose
-workers wait; the slots of a node that stops, or dies, are free again. Real node processes on
-one fresh PostgreSQL database, real bunqueue sockets.
+workers wait; the slots of a node that stops, or dies, are free again; jobs reserved before
+the limit came count; a batch PULL gets its batch; a node whose worker its rate limit holds
+back does not sit on a slot; a node busy taking slots of one queue keeps its others. Real
+node processes on one fresh PostgreSQL database, real bunqueue sockets.
 
 Needs JOBGATE_TEST_PG_URL (skipped with a clear reason without it).
 """
 from __future__ import annotations
 
+import threading
 import time
 
 from .bunqueue_support import BQ, OK
@@ -30,6 +33,11 @@ def _limit_everywhere(clients, queue: str, limit: int) -> None:
 def _slots(url: str, queue: str) -> dict:
     return dict(rows(url, "SELECT node, held FROM queue_slots WHERE queue = %s AND node <> ''",
                      (queue,)))
+
+
+def _active(url: str, queue: str) -> int:
+    return rows(url, "SELECT count(*) FROM jobs WHERE queue = %s AND state = 'reserved'",
+                (queue,))[0][0]
 
 
 def test_a_limit_of_one_is_one_active_job_across_nodes(nodes):
@@ -128,3 +136,138 @@ def test_a_stopped_nodes_slots_are_free_at_once(nodes):
     stopped = time.monotonic()
     assert qb.recv_reply("after", 10)["job"]["id"] in ids
     assert time.monotonic() - stopped < 3.0
+
+
+def test_pullb_on_a_limited_queue_takes_a_batch(nodes):
+    """Limit 5, five jobs pushed on a: PULLB count=5 on b takes the five (as it does on a
+    queue without a limit, tests/test_shared_nodes.py, and as it did before slots)."""
+    a, b = nodes(2)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    _limit_everywhere([qa, qb], "pbl", 5)
+    ids = [qa.push("pbl", {"i": i}) for i in range(5)]
+    time.sleep(0.3)
+    r = qb.call("PULLB", queue="pbl", count=5, owner="w", lockTtl=60_000, timeout=2000)
+    assert r["ok"] is True
+    assert [j["id"] for j in r["jobs"]] == ids, r["jobs"]
+
+
+def test_limit_set_while_jobs_are_reserved_counts_them(nodes):
+    """a's worker holds 3 jobs of a queue without a limit; a limit of 2 is then set: the
+    queue is over its limit (3 active), so b's worker must not get a 4th job (as on one
+    server: no new reservation until fewer than 2 are active)."""
+    a, b = nodes(2, poll_ms=200)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    for i in range(4):
+        qa.push("late", {"i": i})
+    for _ in range(3):
+        assert qa.pull("late", owner="wa", lockTtl=60_000, timeout=2000)["job"] is not None
+    _limit_everywhere([qa, qb], "late", 2)
+    time.sleep(1.5)   # a's refreshes ran
+    got = qb.pull("late", owner="wb", lockTtl=60_000, timeout=1500)["job"]
+    active = _active(nodes.url, "late")
+    assert got is None, f"b reserved a job while {active - 1} were active, limit 2"
+
+
+def test_limit_cleared_and_set_again_counts_reserved_jobs(nodes):
+    """Limit 1: a's worker holds a job (a's slot row: 1); the limit is cleared, a's worker
+    takes two more (3 active), a limit of 2 is set: b's worker must get nothing while 3 are
+    active (a's row still says 1, so b takes the "free" slot)."""
+    a, b = nodes(2, poll_ms=200)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    _limit_everywhere([qa, qb], "again", 1)
+    for i in range(4):
+        qa.push("again", {"i": i})
+    assert qa.pull("again", owner="wa", lockTtl=60_000, timeout=2000)["job"] is not None
+    assert qa.call("ClearConcurrency", queue="again") == OK
+    deadline = time.monotonic() + 10
+    while qb.ok("GetQueueLimits", queue="again")["data"]["limits"]["concurrencyLimit"] \
+            is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for _ in range(2):
+        assert qa.pull("again", owner="wa", lockTtl=60_000, timeout=2000)["job"] is not None
+    _limit_everywhere([qa, qb], "again", 2)
+    time.sleep(1.5)
+    got = qb.pull("again", owner="wb", lockTtl=60_000, timeout=1500)["job"]
+    active = _active(nodes.url, "again")
+    assert got is None, f"b reserved a job while {active - 1} were active, limit 2"
+
+
+def test_a_rate_limited_node_does_not_sit_on_the_slot(nodes):
+    """Limit 1 and a rate limit of 1 per 6 s (per node, docs/scaling.md). a's worker takes
+    and ACKs a job (a's token is used), then waits again: a cannot reserve for 6 s, yet it
+    keeps the only slot for its waiting worker, so b's worker (b has a token) gets nothing
+    although a job is ready and nothing is active."""
+    a, b = nodes(2, poll_ms=200)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    _limit_everywhere([qa, qb], "rc", 1)
+    assert qa.call("RateLimit", queue="rc", limit=1, duration=6000) == OK
+    deadline = time.monotonic() + 10
+    while qb.ok("GetQueueLimits", queue="rc")["data"]["limits"]["rateLimit"] is None \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for i in range(3):
+        qa.push("rc", {"i": i})
+    got = qa.pull("rc", owner="wa", lockTtl=60_000, timeout=2000)
+    assert got["job"] is not None
+    assert qa.call("ACK", id=got["job"]["id"], token=got["token"]) == OK
+    qa.send({"cmd": "PULL", "queue": "rc", "owner": "wa", "lockTtl": 60_000,
+             "timeout": 20_000, "reqId": "a2"})
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    r = qb.pull("rc", owner="wb", lockTtl=60_000, timeout=3000)
+    assert r["job"] is not None, (
+        f"b's worker waited {time.monotonic() - t0:.1f} s with a job ready, none active")
+
+
+def test_a_node_taking_slots_of_one_queue_keeps_its_other_slots(nodes):
+    """A node whose claim rounds run back to back (each takes slots for q2, whose waiters
+    need more than the limit leaves) still refreshes its row of q1, whose slot an active
+    job uses: the row never gets 2.5 s old (at 5 s it would lapse and the other node take
+    the slot: two active jobs, limit 1)."""
+    a, b = nodes(2, poll_ms=200)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    _limit_everywhere([qa, qb], "q1", 1)
+    _limit_everywhere([qa, qb], "q2", 1)
+    qa.push("q1", {"i": 0})
+    qa.push("q1", {"i": 1})
+    qa.push("q2", {"i": 0})
+    assert qb.pull("q1", owner="wb1", lockTtl=120_000, timeout=3000)["job"] is not None
+    assert qa.pull("q2", owner="wa1", lockTtl=120_000, timeout=3000)["job"] is not None
+    # b's second worker waits on q2 (a holds its slot); a's second worker waits on q1 (b
+    # holds its slot)
+    wb2, wa2 = BQ(b.bunqueue_port), BQ(a.bunqueue_port)
+    wb2.send({"cmd": "PULL", "queue": "q2", "owner": "wb2", "lockTtl": 120_000,
+              "timeout": 30_000, "reqId": "b2"})
+    wa2.send({"cmd": "PULL", "queue": "q1", "owner": "wa2", "lockTtl": 120_000,
+              "timeout": 30_000, "reqId": "a2"})
+    stop = threading.Event()
+
+    def pusher(port):   # ready notifications for q2, many a second: b claims back to back
+        p = BQ(port)
+        while not stop.is_set():
+            p.push("q2", {"x": 1})
+
+    ts = [threading.Thread(target=pusher, args=(n.bunqueue_port,), daemon=True)
+          for n in (a,) * 4]
+    for t in ts:
+        t.start()
+    worst, lag = 0, 0
+    try:
+        end = time.monotonic() + 8
+        while time.monotonic() < end:
+            n = rows(nodes.url, "SELECT count(*) FROM jobs WHERE queue = 'q1' AND "
+                     "state = 'reserved'")[0][0]
+            worst = max(worst, n)
+            for _, ms in rows(nodes.url, "SELECT node, (extract(epoch FROM clock_timestamp())"
+                              " * 1000)::bigint - until_ms + 5000 FROM queue_slots "
+                              "WHERE queue = 'q1' AND node <> ''"):
+                lag = max(lag, ms)
+            time.sleep(0.1)
+    finally:
+        stop.set()
+        for t in ts:
+            t.join(5)
+    # b refreshes its rows every second: a row 2.5 s old means refreshes were skipped (at
+    # 5 s it lapses and a takes the slot: then 2 active jobs)
+    assert worst <= 1 and lag < 2500, (
+        f"{worst} active jobs of q1, limit 1; b's q1 row unrefreshed for {lag} ms")
