@@ -60,11 +60,20 @@ class LimitChecks:
         if c is not None and q.n_reserved >= c or s.rate_max is None:
             return
         at = s.token_at(now)
+        if at is not None and at <= now:
+            return   # a token is there: only the slots hold them back (no timer at `now`,
+            # which _limits_due would pop again at once, for ever)
         if s.rate_expires_ms is not None:
             end = now + max(0, s.rate_expires_ms - self.clock.wall_ms())
             at = end if at is None else min(at, end)
         if at is not None:
             self._limit_timer(s, at, now)
+
+    def _limits_attached(self, q) -> None:
+        """Shared mode: the limits of `q` changed while reservers wait here: they may need
+        concurrency slots now (a raised limit leaves some free), so a claim round runs."""
+        if q.waiting and self.shared is not None:
+            self.shared.wait_started()
 
     def _slot_freed(self, q) -> None:
         """A reserved job of limited queue `q` left the reserved state while reserves wait:

@@ -236,6 +236,7 @@ class Limits(LimitChecks):
             q.limits = s
             if serve:
                 self._serve(q)   # a raised limit may admit waiters now
+                self._limits_attached(q)
         else:
             q = self.queues.get(name)
             if q is None and not s.empty:
@@ -244,6 +245,7 @@ class Limits(LimitChecks):
                 q.limits = None
                 if serve:
                     self._serve(q)
+                    self._limits_attached(q)
                     self._gc(q)
 
     def _stored_settings(self, queue: str, spec_bytes: bytes) -> QueueSettings:

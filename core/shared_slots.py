@@ -24,7 +24,9 @@ the sum over the nodes never passes the limit:
 
 The database's count of a node's slots is never below the node's own: a take commits before
 the node uses its grant; a give-back lowers the node's count before its row, and is not sent
-for a queue a claim round runs for; a refresh only raises rows (GREATEST). `until_ms` is the
+for a queue a claim round runs for; a refresh writes the rows as the node holds them, but
+only raises the row of a queue a take runs for (GREATEST), so a lost give-back or a take
+whose answer was lost is repaired within a second. `until_ms` is the
 database's clock (clock_timestamp()), so the nodes' clocks need not agree. Units: ms. No I/O
 in SharedSlots (the gateway runs the statements on its claim thread).
 """
@@ -154,8 +156,10 @@ class SharedSlots:
 
     def _reserving(self, q, s, now: int) -> int:
         """The waiting reservers of limited queue `q` (settings `s`) that could reserve now
-        as far as the rate limit goes (all or none)."""
-        return q.waiting if self.node.e._rate_open(s, now) else 0
+        as far as its pause and rate limit go (all or none)."""
+        if q.paused_until > now or not self.node.e._rate_open(s, now):
+            return 0
+        return q.waiting
 
     def wants(self, more: dict, skip: set) -> dict:
         """queue -> (limit, wanted, used) for take_slots: the queues with a concurrency limit
@@ -169,7 +173,7 @@ class SharedSlots:
         out = {}
         for name, q in e.queues.items():
             s = q.limits
-            if s is None or s.concurrency is None or not q.waiting or q.paused_until > now:
+            if s is None or s.concurrency is None or not q.waiting:
                 continue
             if name in skip and not q.n_ready:
                 continue
@@ -217,7 +221,8 @@ class SharedSlots:
         when the database must learn something, else None. Gives back the slots not used
         (see the module docstring; not for a queue a round runs for), raises the count of a
         queue with more jobs reserved here than slots, and every SLOT_REFRESH_MS refreshes
-        every row (with `known`: the queues this node holds or is taking)."""
+        every row: as held here (with `known`: the queues this node holds or is taking; a
+        queue a take runs for only raised)."""
         e = self.node.e
         mono = e.clock.monotonic_ms()
         held = self.held
@@ -250,7 +255,10 @@ class SharedSlots:
         if now_ms - self._refreshed >= SLOT_REFRESH_MS and (held or self.stored):
             self._refreshed = now_ms
             for name, n in held.items():
-                floor.setdefault(name, n)
+                if name in self.taking:   # its grant may be in the database already
+                    floor.setdefault(name, n)
+                else:   # as held here: repairs a give-back or a take whose answer was lost
+                    exact.setdefault(name, n)
             known = set(held) | self.taking
             self.stored = bool(held)
         if not exact and not floor and known is None:

@@ -3,8 +3,10 @@ nodes", core/shared_slots.py): a bunqueue concurrency limit of n allows n active
 every node of the database, not n per node; a node's unused slots go to the nodes whose
 workers wait; the slots of a node that stops, or dies, are free again; jobs reserved before
 the limit came count; a batch PULL gets its batch; a node whose worker its rate limit holds
-back does not sit on a slot; a node busy taking slots of one queue keeps its others. Real
-node processes on one fresh PostgreSQL database, real bunqueue sockets.
+back does not sit on a slot; a node busy taking slots of one queue keeps its others; a
+give-back whose statement failed is repaired by the next refresh; a raised limit wakes the
+other nodes' waiters. Real node processes on one fresh PostgreSQL database, real bunqueue
+sockets.
 
 Needs JOBGATE_TEST_PG_URL (skipped with a clear reason without it).
 """
@@ -271,3 +273,62 @@ def test_a_node_taking_slots_of_one_queue_keeps_its_other_slots(nodes):
     # 5 s it lapses and a takes the slot: then 2 active jobs)
     assert worst <= 1 and lag < 2500, (
         f"{worst} active jobs of q1, limit 1; b's q1 row unrefreshed for {lag} ms")
+
+
+def _kill_claim_session(url: str, pid: int) -> int:
+    """Terminate the idle sessions of node `pid` but its listener (its claim thread's among
+    them; the last statement of each is a COMMIT)."""
+    return rows(url, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                     "WHERE application_name LIKE %s AND query <> 'SELECT 1' AND query NOT LIKE 'LISTEN%%' "
+                     "AND pid <> pg_backend_pid()", (f"jobgate {pid} %",), commit=True)[0][0]
+
+
+def test_a_failed_give_back_is_sent_again(nodes):
+    """Limit 2, a's worker holds two jobs, b's waits; a's claim-thread session is
+    terminated and a's worker ACKs one: the give-back's statement fails, and a's next
+    refresh writes the row as a holds it (1), so b's worker is served."""
+    a, b = nodes(2, poll_ms=200)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    _limit_everywhere([qa, qb], "gb", 2)
+    for i in range(3):
+        qa.push("gb", {"i": i})
+    j1 = qa.pull("gb", owner="wa", lockTtl=120_000, timeout=3000)
+    j2 = qa.pull("gb", owner="wa", lockTtl=120_000, timeout=3000)
+    assert j1["job"] and j2["job"]
+    qb.send({"cmd": "PULL", "queue": "gb", "owner": "wb", "lockTtl": 60_000,
+             "timeout": 30_000, "reqId": "wb"})
+    time.sleep(1.5)   # b's take found both slots held by a; a refreshed its row
+    assert sum(_slots(nodes.url, "gb").values()) == 2
+    assert _kill_claim_session(nodes.url, a.proc.pid) >= 1
+    assert qa.call("ACK", id=j1["job"]["id"], token=j1["token"]) == OK
+    t0 = time.monotonic()
+    try:
+        r = qb.recv_reply("wb", 8)
+    except TimeoutError:
+        r = None
+    assert r is not None and r["job"] is not None, (
+        f"b's worker unserved {time.monotonic() - t0:.1f} s after a's ACK: "
+        f"{_active(nodes.url, 'gb')} active, limit 2, slots {_slots(nodes.url, 'gb')}")
+
+
+def test_raised_limit_serves_the_other_nodes_waiter(nodes):
+    """Limit 1, a's worker holds a job, b's waits (its take got nothing), the poll a minute
+    away: the limit raised to 2 through a makes b take the free slot at once."""
+    a, b = nodes(2)   # poll 60 s
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    _limit_everywhere([qa, qb], "up", 1)
+    for i in range(2):
+        qa.push("up", {"i": i})
+    assert qa.pull("up", owner="wa", lockTtl=120_000, timeout=3000)["job"] is not None
+    qb.send({"cmd": "PULL", "queue": "up", "owner": "wb", "lockTtl": 60_000,
+             "timeout": 30_000, "reqId": "wb"})
+    time.sleep(1.0)
+    _limit_everywhere([qa, qb], "up", 2)
+    t0 = time.monotonic()
+    try:
+        r = qb.recv_reply("wb", 6)
+    except TimeoutError:
+        r = None
+    assert r is not None and r["job"] is not None, (
+        f"b's worker unserved {time.monotonic() - t0:.1f} s after the raise: "
+        f"{_active(nodes.url, 'up')} active, limit 2, slots {_slots(nodes.url, 'up')}")

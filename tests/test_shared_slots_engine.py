@@ -1,0 +1,59 @@
+"""The engine's side of concurrency slots (core/shared_slots.py, core/limit_checks.py), in
+process on the injectable clock: a node in shared mode (Port.share, no database) admits
+reservations of a limited queue only under the slots it holds, and a queue held back only
+by missing slots while its rate limit has a token arms no limit timer (a timer due at `now`
+was popped again at once by the same tick, for ever: review finding)."""
+from __future__ import annotations
+
+from core.api import WAITING, ManualClock, Port
+
+
+class Got:
+    """A reserve callback recording what it gets."""
+
+    def __init__(self) -> None:
+        self.results: list = []
+
+    def __call__(self, r) -> None:
+        self.results.append(r)
+
+
+def _node():
+    p = Port.create(ManualClock())
+    node = p.share("test:1:1")
+    return p, node
+
+
+def test_a_rate_limited_queue_without_slots_arms_no_timer_due_now():
+    p, node = _node()
+    asked = []
+    node.on_demand = lambda: asked.append(1)
+    p.set_concurrency("q", 1)
+    p.set_rate_limit("q", 100, 1000)
+    got = Got()
+    assert p.reserve(p.new_owner("bunqueue"), ["q"], 10_000, got) is WAITING
+    p.put("q", b"x", 0, 0, 60_000, "bunqueue")
+    p.tick()                        # returns (it spun for ever before the fix)
+    assert got.results == []        # no slot held: not served
+    due = p.next_due()
+    assert due is None or due > p.clock.monotonic_ms()
+    assert node.slots.wants({}, set()) == {"q": (1, 1, 0)}   # the next round takes one
+    assert asked                    # and the waiter asked for that round
+
+
+def test_a_granted_slot_serves_the_waiter_and_is_given_back_after():
+    p, node = _node()
+    p.set_concurrency("q", 1)
+    got = Got()
+    owner = p.new_owner("beanstalk")
+    assert p.reserve(owner, ["q"], 10_000, got) is WAITING
+    jid = p.put("q", b"x", 0, 0, 60_000, "beanstalk")
+    assert got.results == []
+    node.slots.start({}, {"q": (1, 1, 0)})
+    assert node.slots.granted({"q": 1}) is True
+    assert [r.id for r in got.results] == [jid]
+    assert node.slots.tick(500) is None                  # in use, no refresh due
+    assert node.slots.tick(1000) == ({"q": 1}, {}, {"q"})   # the refresh: as held here
+    assert p.delete(owner, jid)
+    exact, floor, known = node.slots.tick(1100)
+    assert exact == {"q": 0} and node.slots.held == {}   # given back: nothing waits
