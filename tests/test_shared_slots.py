@@ -42,6 +42,20 @@ def _active(url: str, queue: str) -> int:
                 (queue,))[0][0]
 
 
+def _served(c, rid: str, within_s: float, url: str, queue: str, limit: int, after: str):
+    """The reply to PULL `rid` on client `c`, which must bring a job within `within_s` s;
+    else fail with the queue's active jobs and slot rows."""
+    t0 = time.monotonic()
+    try:
+        r = c.recv_reply(rid, within_s)
+    except TimeoutError:
+        r = None
+    assert r is not None and r["job"] is not None, (
+        f"the worker unserved {time.monotonic() - t0:.1f} s after {after}: "
+        f"{_active(url, queue)} active, limit {limit}, slots {_slots(url, queue)}")
+    return r
+
+
 def test_a_limit_of_one_is_one_active_job_across_nodes(nodes):
     """Limit 1: a worker on a holds a job; b's worker gets nothing (a probe and a PULL
     waiting 300 ms answer no job) although a second job waits; a's ACK frees the slot and
@@ -301,14 +315,7 @@ def test_a_failed_give_back_is_sent_again(nodes):
     assert sum(_slots(nodes.url, "gb").values()) == 2
     assert _kill_claim_session(nodes.url, a.proc.pid) >= 1
     assert qa.call("ACK", id=j1["job"]["id"], token=j1["token"]) == OK
-    t0 = time.monotonic()
-    try:
-        r = qb.recv_reply("wb", 8)
-    except TimeoutError:
-        r = None
-    assert r is not None and r["job"] is not None, (
-        f"b's worker unserved {time.monotonic() - t0:.1f} s after a's ACK: "
-        f"{_active(nodes.url, 'gb')} active, limit 2, slots {_slots(nodes.url, 'gb')}")
+    _served(qb, "wb", 8, nodes.url, "gb", 2, "a's ACK")
 
 
 def test_raised_limit_serves_the_other_nodes_waiter(nodes):
@@ -324,11 +331,4 @@ def test_raised_limit_serves_the_other_nodes_waiter(nodes):
              "timeout": 30_000, "reqId": "wb"})
     time.sleep(1.0)
     _limit_everywhere([qa, qb], "up", 2)
-    t0 = time.monotonic()
-    try:
-        r = qb.recv_reply("wb", 6)
-    except TimeoutError:
-        r = None
-    assert r is not None and r["job"] is not None, (
-        f"b's worker unserved {time.monotonic() - t0:.1f} s after the raise: "
-        f"{_active(nodes.url, 'up')} active, limit 2, slots {_slots(nodes.url, 'up')}")
+    _served(qb, "wb", 6, nodes.url, "up", 2, "the raise")
