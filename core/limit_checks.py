@@ -70,10 +70,15 @@ class LimitChecks:
             self._limit_timer(s, at, now)
 
     def _limits_attached(self, q) -> None:
-        """Shared mode: the limits of `q` changed while reservers wait here: they may need
-        concurrency slots now (a raised limit leaves some free), so a claim round runs."""
-        if q.waiting and self.shared is not None:
-            self.shared.wait_started()
+        """Shared mode: the limits of `q` changed: slots taken under another concurrency
+        limit are taken again before they admit more (core.shared_slots.SharedSlots.
+        limits_changed), and when reservers wait here a claim round runs (a raised limit
+        leaves slots free)."""
+        sh = self.shared
+        if sh is not None:
+            sh.slots.limits_changed(q)
+            if q.waiting:
+                sh.wait_started()
 
     def _slot_freed(self, q) -> None:
         """A reserved job of limited queue `q` left the reserved state while reserves wait:

@@ -235,8 +235,8 @@ class Limits(LimitChecks):
             q = self.queue(name)
             q.limits = s
             if serve:
+                self._limits_attached(q)   # shared mode: slots taken under the old limit
                 self._serve(q)   # a raised limit may admit waiters now
-                self._limits_attached(q)
         else:
             q = self.queues.get(name)
             if q is None and not s.empty:
@@ -244,8 +244,8 @@ class Limits(LimitChecks):
             elif q is not None and q.limits is not None:
                 q.limits = None
                 if serve:
-                    self._serve(q)
                     self._limits_attached(q)
+                    self._serve(q)
                     self._gc(q)
 
     def _stored_settings(self, queue: str, spec_bytes: bytes) -> QueueSettings:

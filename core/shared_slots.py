@@ -54,11 +54,12 @@ def slot_limit(concurrency) -> int:
 
 def take_slots(conn, node: str, wants: dict) -> dict:
     """Take slots for `node`: `wants` maps a queue to (limit, wanted, used): its slot limit,
-    the slots the node wants in all, the jobs it has reserved. Returns queue -> the slots the
-    node now holds (at least `used`, at most what the limit leaves beside the others' live
-    slots, unless `used` is above that); a grant below the node's previous row NOTIFYs the
-    queue. One transaction per queue, queues in name order. Errors: the driver's
-    (psycopg.Error)."""
+    the slots the node wants in all, the jobs it has reserved. Returns queue -> (allowed,
+    row): `allowed`, the reservations the node may now hold (up to `wanted`, at most what
+    the limit leaves beside the others' live rows, 0 when they fill it), and `row`, the
+    count written (max(used, allowed): the others count the jobs it has, even above the
+    limit); a row below the node's previous one NOTIFYs the queue. One transaction per
+    queue, queues in name order. Errors: the driver's (psycopg.Error)."""
     out = {}
     cur = conn.cursor()
     try:
@@ -75,19 +76,20 @@ def take_slots(conn, node: str, wants: dict) -> dict:
                         "FROM queue_slots WHERE queue = %s AND node <> ''",
                         (node, node, queue))
             others, before = cur.fetchone()
-            grant = max(used, min(wanted, limit - others))
-            if grant > 0:
+            allowed = max(0, min(wanted, limit - others))
+            row = max(used, allowed)
+            if row > 0:
                 cur.execute("INSERT INTO queue_slots (queue, node, held, until_ms) "
                             f"VALUES (%s, %s, %s, {_NOW} + %s) ON CONFLICT (queue, node) "
                             "DO UPDATE SET held = EXCLUDED.held, until_ms = EXCLUDED.until_ms",
-                            (queue, node, grant, SLOT_LEASE_MS))
+                            (queue, node, row, SLOT_LEASE_MS))
             else:
                 cur.execute("DELETE FROM queue_slots WHERE queue = %s AND node = %s",
                             (queue, node))
-            if grant < before:
+            if row < before:
                 cur.execute(f"SELECT pg_notify('{READY_CHANNEL}', %s)", (queue,))
             conn.commit()
-            out[queue] = grant
+            out[queue] = (allowed, row)
     finally:
         cur.close()
     return out
@@ -138,18 +140,23 @@ def keep_slots(conn, node: str, exact: dict, floor: dict, known) -> int:
 
 
 class SharedSlots:
-    """One node's slots (see the module docstring); `node`: core.shared.SharedNode. `held`
-    (queue -> slots held here) is the engine's `slots_held`; `taking`: the queues a take
-    runs for; `busy`: the queues the claim round running now is for (not given back
-    meanwhile); `stored`: the database may hold rows of this node; `taken`, `given`:
-    counters (tests, /metrics)."""
+    """One node's slots (see the module docstring); `node`: core.shared.SharedNode.
+    `held` (queue -> the reservations this node may hold) is the engine's `slots_held`;
+    `rows` (queue -> the count in this node's database row: at least `held` and the
+    queue's reserved jobs here); `limits` (queue -> the slot limit a take saw: a changed
+    limit is taken again); `taking`: the queues a take runs for; `busy`: the queues the
+    claim round running now is for (not given back meanwhile); `stored`: the database may
+    hold rows of this node; `taken`, `given`: counters (tests, /metrics)."""
 
     def __init__(self, node) -> None:
         self.node = node
         self.held: dict = {}
         node.e.slots_held = self.held
+        self.rows: dict = {}
+        self.limits: dict = {}
         self.taking: set = set()
         self.busy: set = set()
+        self._asked: dict = {}       # queue -> the slot limit the running take asks under
         self.stored = False
         self.taken = self.given = 0
         self._refreshed = 0
@@ -160,6 +167,15 @@ class SharedSlots:
         if q.paused_until > now or not self.node.e._rate_open(s, now):
             return 0
         return q.waiting
+
+    def limits_changed(self, q) -> None:
+        """The limits of queue `q` changed (engine, any node's change): a slot count taken
+        under another concurrency limit admits nothing more until it is taken again (a
+        lowered limit then counts the other nodes' rows; the row stays as it is)."""
+        s = q.limits
+        c = None if s is None or s.concurrency is None else slot_limit(s.concurrency)
+        if self.limits.get(q.name) != c:
+            self.held.pop(q.name, None)
 
     def wants(self, more: dict, skip: set) -> dict:
         """queue -> (limit, wanted, used) for take_slots: the queues with a concurrency limit
@@ -187,29 +203,38 @@ class SharedSlots:
         return out
 
     def start(self, demand: dict, wants: dict) -> None:
-        """A claim round starts for `demand` (queue -> jobs) after taking `wants`."""
+        """A claim round starts for `demand` (queue -> jobs) after taking `wants` (queue ->
+        (limit, wanted, used))."""
         self.taking = set(wants)
         self.busy = self.taking.union(demand)
+        self._asked = {name: w[0] for name, w in wants.items()}
 
     def granted(self, grants) -> bool:
-        """The round ended: install `grants` (queue -> slots held; None when no take ran or
-        it failed) and serve the reservers they admit. True when a queue got more slots
-        than before (claim again: its waiters may take rows now)."""
+        """The round ended: install `grants` (take_slots' queue -> (allowed, row); None when
+        no take ran or it failed) and serve the reservers they admit. True when a queue may
+        hold more than before (claim again: its waiters may take rows now)."""
         self.taking = set()
         self.busy = set()
         if not grants:
             return False
         e = self.node.e
+        asked, self._asked = self._asked, {}
         more = False
-        for name, n in grants.items():
-            if n > self.held.get(name, 0):
+        for name, (allowed, row) in grants.items():
+            if allowed > self.held.get(name, 0):
                 more = True
                 self.taken += 1
-            if n > 0:
-                self.held[name] = n
-                self.stored = True
+            if allowed > 0:
+                self.held[name] = allowed
             else:
                 self.held.pop(name, None)
+            if row > 0:
+                self.rows[name] = row
+                self.stored = True
+            else:
+                self.rows.pop(name, None)
+            if name in asked:
+                self.limits[name] = asked[name]
             q = e.queues.get(name)
             if q is not None and q.limits is not None and q.n_ready:
                 e._serve(q)
@@ -217,23 +242,24 @@ class SharedSlots:
 
     def tick(self, now_ms: int):
         """Every 100 ms (`now_ms`: the caller's monotonic ms, for the refresh interval): the
-        keep_slots arguments (exact, floor, known)
-        when the database must learn something, else None. Gives back the slots not used
-        (see the module docstring; not for a queue a round runs for), raises the count of a
-        queue with more jobs reserved here than slots, and every SLOT_REFRESH_MS refreshes
-        every row: as held here (with `known`: the queues this node holds or is taking; a
-        queue a take runs for only raised)."""
+        keep_slots arguments (exact, floor, known) when the database must learn something,
+        else None. Raises the row of a queue with more jobs reserved here than it counts
+        (reserved before the limit came, or past it); gives back what is not used (see the
+        module docstring; not for a queue a round runs for): the row comes down to the
+        reserved jobs plus the waiters the slots held here admit; every SLOT_REFRESH_MS
+        refreshes every row as counted here (with `known`: the queues this node counts or is
+        taking; a queue a take runs for only raised)."""
         e = self.node.e
         mono = e.clock.monotonic_ms()
-        held = self.held
+        held, rows = self.held, self.rows
         exact, floor = {}, {}
         for name, s in e.queue_settings.items():
             if s.concurrency is None:
                 continue
             q = e.queues.get(name)
-            if q is not None and q.n_reserved > held.get(name, 0):
-                held[name] = floor[name] = q.n_reserved   # reserved before the limit came
-        for name, n in list(held.items()):
+            if q is not None and q.n_reserved > rows.get(name, 0):
+                rows[name] = floor[name] = q.n_reserved
+        for name, n in list(rows.items()):
             if name in self.busy:
                 continue
             q = e.queues.get(name)
@@ -241,26 +267,32 @@ class SharedSlots:
             if s is None or s.concurrency is None:
                 target = 0   # no limit any more: none needed
             else:
-                target = max(q.n_reserved, min(slot_limit(s.concurrency),
-                                               q.n_reserved + self._reserving(q, s, mono)))
+                h = min(held.get(name, 0), slot_limit(s.concurrency))
+                target = max(q.n_reserved,
+                             min(h, q.n_reserved + self._reserving(q, s, mono)))
             if target < n:
                 self.given += 1
                 exact[name] = target
-                if target:
-                    held[name] = target
-                else:
-                    del held[name]
                 floor.pop(name, None)
+                if target:
+                    rows[name] = target
+                else:
+                    del rows[name]
+                if held.get(name, 0) > target:
+                    if target:
+                        held[name] = target
+                    else:
+                        held.pop(name, None)
         known = None
-        if now_ms - self._refreshed >= SLOT_REFRESH_MS and (held or self.stored):
+        if now_ms - self._refreshed >= SLOT_REFRESH_MS and (rows or self.stored):
             self._refreshed = now_ms
-            for name, n in held.items():
+            for name, n in rows.items():
                 if name in self.taking:   # its grant may be in the database already
                     floor.setdefault(name, n)
-                else:   # as held here: repairs a give-back or a take whose answer was lost
+                else:   # as counted here: repairs a give-back or a take whose answer was lost
                     exact.setdefault(name, n)
-            known = set(held) | self.taking
-            self.stored = bool(held)
+            known = set(rows) | self.taking
+            self.stored = bool(rows)
         if not exact and not floor and known is None:
             return None
         if exact or floor:

@@ -50,10 +50,40 @@ def test_a_granted_slot_serves_the_waiter_and_is_given_back_after():
     jid = p.put("q", b"x", 0, 0, 60_000, "beanstalk")
     assert got.results == []
     node.slots.start({}, {"q": (1, 1, 0)})
-    assert node.slots.granted({"q": 1}) is True
+    assert node.slots.granted({"q": (1, 1)}) is True
     assert [r.id for r in got.results] == [jid]
     assert node.slots.tick(500) is None                  # in use, no refresh due
-    assert node.slots.tick(1000) == ({"q": 1}, {}, {"q"})   # the refresh: as held here
+    assert node.slots.tick(1000) == ({"q": 1}, {}, {"q"})   # the refresh: as counted here
     assert p.delete(owner, jid)
     exact, floor, known = node.slots.tick(1100)
     assert exact == {"q": 0} and node.slots.held == {}   # given back: nothing waits
+    assert node.slots.rows == {}
+
+
+def test_a_changed_limit_admits_nothing_until_taken_again():
+    """Slots taken under a limit of 2; the limit goes down to 1: the node admits nothing more
+    under the old count (its row stays, counting its reserved jobs) until a take under the
+    new limit allows it; the row comes down as the jobs finish."""
+    p, node = _node()
+    p.set_concurrency("q", 2)
+    owners = [p.new_owner("beanstalk") for _ in range(3)]
+    node.slots.start({}, {"q": (2, 2, 0)})
+    node.slots.granted({"q": (2, 2)})
+    ids = [p.put("q", b"x%d" % i, 0, 0, 60_000, "beanstalk") for i in range(3)]
+    got = [Got() for _ in owners]
+    assert p.reserve(owners[0], ["q"], 10_000, got[0]).id == ids[0]
+    assert p.reserve(owners[1], ["q"], 10_000, got[1]).id == ids[1]
+    p.set_concurrency("q", 1)
+    assert node.slots.held == {} and node.slots.rows == {"q": 2}
+    assert p.delete(owners[0], ids[0])
+    assert p.reserve(owners[2], ["q"], 10_000, got[2]) is WAITING   # not under the old 2
+    p.tick()
+    assert got[2].results == []
+    exact, floor, known = node.slots.tick(100)
+    assert exact == {"q": 1}          # the row down to the job still reserved
+    assert node.slots.wants({}, set()) == {"q": (1, 1, 1)}   # a take under the new limit
+    node.slots.start({}, node.slots.wants({}, set()))
+    assert node.slots.granted({"q": (0, 1)}) is False   # the limit is full: nothing more
+    assert p.delete(owners[1], ids[1])
+    p.tick()
+    assert got[2].results == []
