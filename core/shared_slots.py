@@ -221,6 +221,19 @@ class SharedSlots:
         asked, self._asked = self._asked, {}
         more = False
         for name, (allowed, row) in grants.items():
+            q = e.queues.get(name)
+            if row > 0:
+                self.rows[name] = row
+                self.stored = True
+            else:
+                self.rows.pop(name, None)
+            s = None if q is None else q.limits
+            now = None if s is None or s.concurrency is None else slot_limit(s.concurrency)
+            if name in asked and asked[name] != now:
+                # taken under a limit that changed meanwhile: only its row counts
+                self.held.pop(name, None)
+                more = more or (q is not None and q.waiting > 0)
+                continue
             if allowed > self.held.get(name, 0):
                 more = True
                 self.taken += 1
@@ -228,14 +241,8 @@ class SharedSlots:
                 self.held[name] = allowed
             else:
                 self.held.pop(name, None)
-            if row > 0:
-                self.rows[name] = row
-                self.stored = True
-            else:
-                self.rows.pop(name, None)
             if name in asked:
                 self.limits[name] = asked[name]
-            q = e.queues.get(name)
             if q is not None and q.limits is not None and q.n_ready:
                 e._serve(q)
         return more

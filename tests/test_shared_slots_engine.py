@@ -87,3 +87,21 @@ def test_a_changed_limit_admits_nothing_until_taken_again():
     assert p.delete(owners[1], ids[1])
     p.tick()
     assert got[2].results == []
+
+
+def test_a_grant_taken_under_a_limit_changed_meanwhile_admits_nothing():
+    """A take asked under a limit of 3; the limit goes down to 1 before its grant arrives:
+    the grant's row counts, but the node admits nothing under it and takes again."""
+    p, node = _node()
+    p.set_concurrency("q", 3)
+    got = Got()
+    assert p.reserve(p.new_owner("beanstalk"), ["q"], 10_000, got) is WAITING
+    p.put("q", b"x", 0, 0, 60_000, "beanstalk")
+    wants = node.slots.wants({}, set())
+    assert wants == {"q": (3, 1, 0)}
+    node.slots.start({}, wants)
+    p.set_concurrency("q", 1)                              # while the take runs
+    assert node.slots.granted({"q": (1, 1)}) is True       # take again ...
+    assert got.results == [] and node.slots.held == {}     # ... nothing admitted under it
+    assert node.slots.rows == {"q": 1}
+    assert node.slots.wants({}, set()) == {"q": (1, 1, 0)}
