@@ -29,10 +29,11 @@ def take_slots(conn, node: str, wants: dict) -> dict:
     return take(conn, node, wants)
 
 
-def keep_slots(conn, node: str, exact: dict, floor: dict, known) -> int:
+def keep_slots(conn, node: str, exact: dict, floor: dict, known) -> tuple:
     """Write `node`'s concurrency slots (core.shared_slots.keep_slots: `exact` give-backs,
-    `floor` refreshes, `known` the queues held on a full refresh); returns how many queues
-    were notified of slots given back. Errors: the driver's."""
+    `floor` refreshes, `known` the queues held on a full refresh); returns (how many queues
+    were notified of slots given back, the queues whose row had lapsed). Errors: the
+    driver's."""
     from .shared_slots import keep_slots as keep
     return keep(conn, node, exact, floor, known)
 

@@ -220,7 +220,7 @@ class SharedNode:
         """True when a claim round would do something: reservers wait for jobs here
         (demand()) or for concurrency slots (the poll: another node's slots may have
         lapsed)."""
-        return bool(self.demand()) or bool(self.slots.wants(self.more, set()))
+        return bool(self.demand()) or bool(self.slots.wants(self.more, set(), retry=True))
 
     def waits_for(self, queue: str) -> bool:
         """True when reservers wait here for `queue` (a notification for it is worth a
@@ -239,6 +239,7 @@ class SharedNode:
         round claims for every queue reservers wait for."""
         self.emptied.clear()
         self._asked = {}
+        self.slots.denied.clear()   # and slots given back unnoticed (a lapsed row)
 
     def found(self, rows: list) -> None:
         """The claim of this round committed and brought `rows`: each queue it got fewer

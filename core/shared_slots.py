@@ -17,7 +17,7 @@ the sum over the nodes never passes the limit:
 - **keep** (`keep_slots`, from the node's 100 ms timer, `SharedSlots.tick`): a node gives
   back the slots its reserved jobs and waiting reservers do not use (held above reserved +
   the waiters that its rate limit lets reserve), lowering its own count first and the row
-  after; a give-back NOTIFYs `jobgate_ready` with the queue, so that a node waiting for a
+  after; a give-back NOTIFYs `jobgate_slots` with the queue, so that a node waiting for a
   slot takes it. A node with more jobs reserved than slots (reserved before the limit was
   set) raises its count and its row to them. Every second the node's rows are written again
   with `until_ms` SLOT_LEASE_MS ahead: the slots of a node that died lapse after that.
@@ -34,8 +34,11 @@ from __future__ import annotations
 
 import math
 
-from .shared_reads import READY_CHANNEL
 
+#: the channel of slots given back (payload: the queue): a node whose take got fewer slots
+#: than it wanted takes again only after such a notice, a change of the queue's limits, or
+#: the poll, not at every ready job of the queue
+SLOTS_CHANNEL = "jobgate_slots"
 #: ms a node's slots count after its last refresh (it refreshes them every second)
 SLOT_LEASE_MS = 5000
 #: ms between two refreshes of a node's slot rows
@@ -87,7 +90,7 @@ def take_slots(conn, node: str, wants: dict) -> dict:
                 cur.execute("DELETE FROM queue_slots WHERE queue = %s AND node = %s",
                             (queue, node))
             if row < before:
-                cur.execute(f"SELECT pg_notify('{READY_CHANNEL}', %s)", (queue,))
+                cur.execute(f"SELECT pg_notify('{SLOTS_CHANNEL}', %s)", (queue,))
             conn.commit()
             out[queue] = (allowed, row)
     finally:
@@ -95,13 +98,15 @@ def take_slots(conn, node: str, wants: dict) -> dict:
     return out
 
 
-def keep_slots(conn, node: str, exact: dict, floor: dict, known) -> int:
+def keep_slots(conn, node: str, exact: dict, floor: dict, known) -> tuple:
     """Write `node`'s slots: `exact` (queue -> count, 0 deletes the row: give-backs) as they
     are, `floor` (queue -> count: refreshes, reservations above the slots) as the greater of
     the row and the count; every row of the node gets `until_ms` SLOT_LEASE_MS ahead; with
     `known` (a set, on a full refresh) the node's rows of other queues are deleted (a take
-    whose answer was lost). NOTIFY jobgate_ready for each queue whose count went down.
-    Returns how many queues were notified. Errors: the driver's (psycopg.Error)."""
+    whose answer was lost). NOTIFY jobgate_slots for each queue whose count went down.
+    Returns (how many queues were notified, the queues written whose row was not there: it
+    lapsed, and another node may have taken its slots). Errors: the driver's
+    (psycopg.Error)."""
     cur = conn.cursor()
     try:
         cur.execute("SELECT queue, held FROM queue_slots WHERE node = %s", (node,))
@@ -131,10 +136,11 @@ def keep_slots(conn, node: str, exact: dict, floor: dict, known) -> int:
         lower = sorted(q for q, n in before.items()
                        if q in gone or (q in exact and exact[q] < n))
         if lower:
-            cur.execute(f"SELECT count(pg_notify('{READY_CHANNEL}', q)) "
+            cur.execute(f"SELECT count(pg_notify('{SLOTS_CHANNEL}', q)) "
                         "FROM unnest(%s::text[]) AS t(q)", (lower,))
         conn.commit()
-        return len(lower)
+        written = {q for q, n in exact.items() if n > 0} | set(floor)
+        return len(lower), sorted(written - set(before))
     finally:
         cur.close()
 
@@ -156,7 +162,10 @@ class SharedSlots:
         self.limits: dict = {}
         self.taking: set = set()
         self.busy: set = set()
-        self._asked: dict = {}       # queue -> the slot limit the running take asks under
+        self._asked: dict = {}       # queue -> (slot limit, wanted) of the running take
+        self.denied: set = set()     # queues whose last take got less than wanted
+        self._noticed: set = set()   # queues given back elsewhere while a take ran
+        self.rate_held: set = set()  # queues whose waiters the rate limit held back
         self.stored = False
         self.taken = self.given = 0
         self._refreshed = 0
@@ -174,15 +183,39 @@ class SharedSlots:
         lowered limit then counts the other nodes' rows; the row stays as it is)."""
         s = q.limits
         c = None if s is None or s.concurrency is None else slot_limit(s.concurrency)
+        self.denied.discard(q.name)
         if self.limits.get(q.name) != c:
             self.held.pop(q.name, None)
 
-    def wants(self, more: dict, skip: set) -> dict:
+    def freed(self, queue: str) -> bool:
+        """A `jobgate_slots` notice: a node gave back slots of `queue`. True when reservers
+        wait here for it (take again)."""
+        self.denied.discard(queue)
+        if queue in self.taking:   # the running take may not have seen it
+            self._noticed.add(queue)
+        q = self.node.e.queues.get(queue)
+        return q is not None and q.waiting > 0
+
+    def lapsed(self, queues) -> None:
+        """This node's rows of `queues` had lapsed (written again by keep_slots): other
+        nodes may have taken those slots, so the counts held here admit nothing more until
+        taken again."""
+        e = self.node.e
+        for name in queues:
+            self.held.pop(name, None)
+            self.limits.pop(name, None)
+            self.denied.discard(name)
+            q = e.queues.get(name)
+            if q is not None and q.waiting:
+                self.node.wait_started()
+
+    def wants(self, more: dict, skip: set, retry: bool = False) -> dict:
         """queue -> (limit, wanted, used) for take_slots: the queues with a concurrency limit
         whose waiting reservers (plus `more` a batch reserve asked for) need more slots than
-        held here, not paused, not held back by their rate limit, and not in `skip` (queues
-        known to have no claimable rows) unless ready jobs wait here for a slot. Pure: the
-        caller marks the round (start)."""
+        held here, not paused, not held back by their rate limit (remembered in
+        `rate_held`: tick asks for a round when the token is due), not `denied` unless
+        `retry` (the poll), and not in `skip` (queues known to have no claimable rows)
+        unless ready jobs wait here for a slot. The caller marks the round (start)."""
         e = self.node.e
         now = e.clock.monotonic_ms()
         held = self.held
@@ -191,10 +224,12 @@ class SharedSlots:
             s = q.limits
             if s is None or s.concurrency is None or not q.waiting:
                 continue
-            if name in skip and not q.n_ready:
+            if name in skip and not q.n_ready or name in self.denied and not retry:
                 continue
             n = self._reserving(q, s, now)
             if not n:
+                if q.paused_until <= now:
+                    self.rate_held.add(name)
                 continue
             limit = slot_limit(s.concurrency)
             wanted = min(limit, q.n_reserved + n + more.get(name, 0))
@@ -207,7 +242,7 @@ class SharedSlots:
         (limit, wanted, used))."""
         self.taking = set(wants)
         self.busy = self.taking.union(demand)
-        self._asked = {name: w[0] for name, w in wants.items()}
+        self._asked = {name: (w[0], w[1]) for name, w in wants.items()}
 
     def granted(self, grants) -> bool:
         """The round ended: install `grants` (take_slots' queue -> (allowed, row); None when
@@ -215,10 +250,11 @@ class SharedSlots:
         hold more than before (claim again: its waiters may take rows now)."""
         self.taking = set()
         self.busy = set()
+        asked, self._asked = self._asked, {}
+        noticed, self._noticed = self._noticed, set()
         if not grants:
             return False
         e = self.node.e
-        asked, self._asked = self._asked, {}
         more = False
         for name, (allowed, row) in grants.items():
             q = e.queues.get(name)
@@ -229,7 +265,8 @@ class SharedSlots:
                 self.rows.pop(name, None)
             s = None if q is None else q.limits
             now = None if s is None or s.concurrency is None else slot_limit(s.concurrency)
-            if name in asked and asked[name] != now:
+            limit, wanted = asked.get(name, (now, 0))
+            if limit != now:
                 # taken under a limit that changed meanwhile: only its row counts
                 self.held.pop(name, None)
                 more = more or (q is not None and q.waiting > 0)
@@ -241,8 +278,11 @@ class SharedSlots:
                 self.held[name] = allowed
             else:
                 self.held.pop(name, None)
-            if name in asked:
-                self.limits[name] = asked[name]
+            self.limits[name] = limit
+            if allowed < wanted and name not in noticed:   # the others hold the rest:
+                self.denied.add(name)                        # wait for a notice
+            else:
+                self.denied.discard(name)
             if q is not None and q.limits is not None and q.n_ready:
                 e._serve(q)
         return more
@@ -260,6 +300,15 @@ class SharedSlots:
         mono = e.clock.monotonic_ms()
         held, rows = self.held, self.rows
         exact, floor = {}, {}
+        if self.rate_held:   # waiters their rate limit held back: ask for a round when due
+            for name in list(self.rate_held):
+                q = e.queues.get(name)
+                s = None if q is None else q.limits
+                if q is None or s is None or not q.waiting:
+                    self.rate_held.discard(name)
+                elif self._reserving(q, s, mono):
+                    self.rate_held.discard(name)
+                    self.node.wait_started()
         for name, s in e.queue_settings.items():
             if s.concurrency is None:
                 continue

@@ -34,6 +34,7 @@ from .shared_duties import NODE_LOCK_CLASS, LeaderDuties
 from .shared_calls import CALLS_CHANNEL
 from .shared_events import EVENTS_CHANNEL, SUBS_CHANNEL
 from .shared_settings import SETTINGS_CHANNEL
+from .shared_slots import SLOTS_CHANNEL
 from .shared_reads import DONE_CHANNEL, READY_CHANNEL, UID_SQL
 from .storage import Store
 from .storage_upkeep import PG_LOCK_KEY
@@ -191,7 +192,7 @@ class SharedStore(LeaderDuties, Store):
                 # its concurrency slots (core/shared_slots.py): free for the other nodes now
                 self._join_conn.exec_driver_sql(
                     "WITH d AS (DELETE FROM queue_slots WHERE node = %s RETURNING queue) "
-                    "SELECT count(pg_notify(%s, queue)) FROM d", (self.node, READY_CHANNEL))
+                    "SELECT count(pg_notify(%s, queue)) FROM d", (self.node, SLOTS_CHANNEL))
                 self._join_conn.commit()
                 self._join_conn.close()
             except Exception:  # the server is stopping; the row is only a mark
@@ -308,11 +309,12 @@ class SharedStore(LeaderDuties, Store):
         """On the listener session `conn` (autocommit): LISTEN for ready jobs, finished ones,
         other nodes' events and their subscribers' wants (core/shared_events.py), commands
         forwarded to this node (core/shared_calls.py), queue settings changed on other nodes
-        (core/shared_settings.py), and hold
+        (core/shared_settings.py), concurrency slots given back (core/shared_slots.py), and
+        hold
         this node's liveness lock for as long as the session lives."""
         cur = conn.cursor()
         for channel in (READY_CHANNEL, DONE_CHANNEL, EVENTS_CHANNEL, SUBS_CHANNEL,
-                        CALLS_CHANNEL, SETTINGS_CHANNEL):
+                        CALLS_CHANNEL, SETTINGS_CHANNEL, SLOTS_CHANNEL):
             cur.execute(f"LISTEN {channel}")
         cur.execute("SELECT pg_advisory_lock(%s, %s)", (NODE_LOCK_CLASS, self.number))
         cur.close()

@@ -147,6 +147,10 @@ class SharedLink:
         if self.node.waits_for(queue_name):
             self._want()
 
+    def _slots_freed(self, queue_name: str) -> None:
+        if self.node.slots.freed(queue_name):
+            self._want()
+
     def _flush_soon(self) -> None:
         """Events wait to be relayed to other nodes (called inside an engine operation):
         send them once this loop iteration is over."""
@@ -272,7 +276,10 @@ class SharedLink:
                         raise
                     self._post(self._claimed, rows, grants)
                 elif kind == "slots":
-                    self.slot_notices += keep_slots(conn, self.store.node, *arg)
+                    n, lapsed = keep_slots(conn, self.store.node, *arg)
+                    self.slot_notices += n
+                    if lapsed:   # other nodes may have taken them: take again first
+                        self._post(self.node.slots.lapsed, lapsed)
                 elif kind == "ids":
                     self._post(self.node.set_block, self.store.next_block(conn))
                 elif kind == "promote":
@@ -348,6 +355,8 @@ class SharedLink:
                         ch = n.channel
                         if ch == "jobgate_ready":
                             self._post(self._hint, n.payload)
+                        elif ch == "jobgate_slots":   # concurrency slots given back
+                            self._post(self._slots_freed, n.payload)
                         elif ch == "jobgate_done":   # a result waiter here may be answered
                             self._post(self.node.results.hint, n.payload)
                         elif ch == "jobgate_calls":   # addressed `<to>:...`: ours only

@@ -21,6 +21,7 @@ class Got:
 def _node():
     p = Port.create(ManualClock())
     node = p.share("test:1:1")
+    node.on_demand = lambda: None
     return p, node
 
 
@@ -105,3 +106,95 @@ def test_a_grant_taken_under_a_limit_changed_meanwhile_admits_nothing():
     assert got.results == [] and node.slots.held == {}     # ... nothing admitted under it
     assert node.slots.rows == {"q": 1}
     assert node.slots.wants({}, set()) == {"q": (1, 1, 0)}
+
+
+def _waiters(p, n):
+    got = [Got() for _ in range(n)]
+    for g in got:
+        assert p.reserve(p.new_owner("beanstalk"), ["q"], 60_000, g) is WAITING
+    return got
+
+
+def test_a_grant_taken_under_the_old_limit_admits_nothing_after_a_lowering():
+    """Limit 4; another node (b) holds 2 slots with 2 jobs. This node's two workers wait
+    (two ready jobs here): the round takes under limit 4 (others 2: allowed 2). While the
+    take is in flight the limit is lowered to 2. The grant lands: under the new limit the
+    others' 2 rows leave nothing, so no worker may be served (b's 2 + these 2 = 4 > 2:
+    new reservations after the lowering), and the node must take again under limit 2."""
+    p, node = _node()
+    p.set_concurrency("q", 4)
+    got = _waiters(p, 2)
+    for i in range(2):
+        p.put("q", b"x%d" % i, 0, 0, 60_000, "beanstalk")
+    assert all(g.results == [] for g in got)           # no slot held yet
+    wants = node.slots.wants({}, set())
+    assert wants == {"q": (4, 2, 0)}
+    node.slots.start({}, wants)                        # the take runs on the claim thread
+    p.set_concurrency("q", 2)                          # ... and the limit goes down meanwhile
+    assert node.slots.held == {}
+    node.slots.granted({"q": (2, 2)})                  # take_slots under 4: min(2, 4 - 2)
+    served = sum(len(g.results) for g in got)
+    assert served == 0, (f"{served} reservations admitted under a grant of the old limit 4 "
+                         f"after the limit went down to 2 (held {node.slots.held}, "
+                         f"limits {node.slots.limits})")
+
+
+def test_a_stale_grant_is_not_kept_when_the_limit_comes_back():
+    """A take asked under limit 2 lands after the limit was raised to 4 (its grant is
+    conservative then); when the limit goes back to 2, limits_changed sees `limits` == 2
+    (the stale take's) and keeps `held`, although other nodes took slots under 4 meanwhile:
+    the node must take again before it admits under the lowered limit."""
+    p, node = _node()
+    p.set_concurrency("q", 2)
+    got = _waiters(p, 3)
+    wants = node.slots.wants({}, set())
+    assert wants == {"q": (2, 2, 0)}
+    node.slots.start({}, wants)
+    p.set_concurrency("q", 4)                          # raised while the take is in flight
+    node.slots.granted({"q": (2, 2)})                  # under 2, others 0: allowed 2
+    # (meanwhile another node takes the 2 slots limit 4 leaves beside this node's row)
+    p.set_concurrency("q", 2)                          # lowered back
+    for i in range(2):
+        p.put("q", b"x%d" % i, 0, 0, 60_000, "beanstalk")
+    served = sum(len(g.results) for g in got)
+    assert served == 0, (f"{served} reservations admitted after the limit came back to 2 "
+                         f"under slots taken before it was raised (held {node.slots.held}, "
+                         f"limits {node.slots.limits})")
+    assert node.slots.wants({}, set()) == {"q": (2, 2, 0)}   # a take under the new limit
+
+
+def test_a_rate_limited_waiter_asks_for_a_slot_when_its_token_is_due():
+    """Limit 1 and a rate of 1 per second; the node's worker reserves and finishes a job (the
+    token is spent, the slot given back at the tick). A second worker waits while the queue's
+    jobs are in the database (none ready here): its rate limit holds it back, so it asks for
+    no slot. docs/scaling.md: a node without a slot "tries again ... when its rate limit's
+    next token is due". Nothing is armed for the token (no ready job here, so
+    _limit_blocked never runs): once the token is due, no claim round is asked for, and the
+    worker waits for the poll (database.poll_interval_ms) or a notification."""
+    p, node = _node()
+    asked = []
+    node.on_demand = lambda: asked.append(p.clock.monotonic_ms())
+    p.set_concurrency("q", 1)
+    p.set_rate_limit("q", 1, 1000)
+    node.slots.start({}, {"q": (1, 1, 0)})
+    node.slots.granted({"q": (1, 1)})
+    o = p.new_owner("beanstalk")
+    p.put("q", b"a", 0, 0, 60_000, "beanstalk")
+    r = p.reserve(o, ["q"], 10_000, lambda r: None)
+    assert r is not WAITING
+    assert p.delete(o, r.id)
+    p.tick()
+    node.slots.tick(100)
+    assert node.slots.held == {}                      # given back: nothing may reserve now
+    got = Got()
+    assert p.reserve(p.new_owner("beanstalk"), ["q"], 100_000, got) is WAITING
+    assert node.slots.wants({}, set()) == {}          # the rate limit holds it back
+    assert node.slots.rate_held == {"q"}
+    asked.clear()
+    asked_from = p.clock.monotonic_ms()
+    for i in range(15):                               # 1.5 s: the token is due after 1 s
+        p.clock.advance(100)
+        p.tick()
+        node.slots.tick(200 + 100 * i)                # the gateway's 100 ms timer
+    assert node.slots.wants({}, set()) == {"q": (1, 1, 0)}   # it would take a slot now
+    assert asked and 1000 <= asked[0] - asked_from <= 1100, asked   # when the token is due

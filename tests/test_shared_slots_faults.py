@@ -3,14 +3,17 @@
 tests/test_shared_slots.py): a node busy taking slots of one queue keeps refreshing its
 others; a give-back whose statement failed (the node's claim session terminated) is repaired
 by the next refresh; bunqueue and beanstalk workers on three nodes under a limit of 2 get
-every job and never more than 2 at once; no claim storm while every slot is held; a node
-stopped with waiters frees its slot without an error. Real node processes on one fresh
+every job and never more than 2 at once; no claim storm while every slot is held, nor one
+take per put elsewhere; a node stopped with waiters frees its slot without an error; a node
+back from a lapse of its rows admits nothing until it takes again. Real node processes on one fresh
 PostgreSQL database.
 
 Needs JOBGATE_TEST_PG_URL (skipped with a clear reason without it).
 """
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 
@@ -220,3 +223,60 @@ def test_a_stopped_node_with_waiters_frees_its_slot_cleanly(nodes):
     _, err = a.stop()
     assert b"Traceback" not in err, err.decode(errors="replace")[-3000:]
     assert qb.recv_reply("b", 3)["job"] is not None
+
+
+def test_a_node_back_from_a_lapse_admits_no_new_job_over_the_limit(nodes):
+    """Limit 1: a's worker holds the slot; a is stopped (SIGSTOP) for longer than its rows
+    last, so b's waiting worker takes the lapsed slot (the documented exception); a back,
+    its refresh finds its row gone: it admits nothing more until it takes again, so after
+    its ACK its worker gets no new job while b's holds the slot (review finding: a went on
+    under its old count, two active for as long as both workers looped)."""
+    a, b = nodes(2, poll_ms=200)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    _limit_everywhere([qa, qb], "lp", 1)
+    for i in range(4):
+        qa.push("lp", {"i": i})
+    j1 = qa.pull("lp", owner="wa", lockTtl=120_000, timeout=3000)
+    assert j1["job"] is not None
+    qb.send({"cmd": "PULL", "queue": "lp", "owner": "wb", "lockTtl": 120_000,
+             "timeout": 30_000, "reqId": "wb"})
+    time.sleep(1.0)
+    assert list(_slots(nodes.url, "lp").values()) == [1]
+    os.kill(a.proc.pid, signal.SIGSTOP)   # a is cut off: its row lapses after 5 s
+    try:
+        jb = qb.recv_reply("wb", 15)       # b takes the lapsed slot (exception (1))
+        assert jb["job"] is not None
+    finally:
+        os.kill(a.proc.pid, signal.SIGCONT)
+    time.sleep(2.0)                         # a is back: it refreshes its rows
+    slots_back = _slots(nodes.url, "lp")
+    # a's worker finishes its old job and asks for the next one; b's worker still holds
+    # the slot it took: under a limit of 1, a must not reserve a new job now
+    assert qa.call("ACK", id=j1["job"]["id"], token=j1["token"]) == OK
+    nxt = qa.pull("lp", owner="wa", lockTtl=120_000, timeout=3000)
+    active = _active(nodes.url, "lp")
+    assert nxt["job"] is None, (
+        f"a reserved a new job while b holds the only slot: {active} active, limit 1, "
+        f"slots after a came back {slots_back}, now {_slots(nodes.url, 'lp')}")
+
+
+def test_puts_elsewhere_do_not_make_a_slotless_node_take_per_put(nodes):
+    """Limit 1: a's worker holds the only slot; b's worker waits (60 s poll). A producer
+    pushes 200 jobs through a, one at a time: each commit NOTIFYs the queue, but b, whose
+    take got nothing, takes again only when a slot is given back (jobgate_slots), the
+    queue's limits change, or the poll (review finding: 179 take rounds for 200 puts)."""
+    a, b = nodes(2, poll_ms=60_000, http=True)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    _limit_everywhere([qa, qb], "hot", 1)
+    qa.push("hot", {"i": -1})
+    got = qa.pull("hot", owner="wa", lockTtl=60_000, timeout=5000)
+    assert got["job"] is not None
+    qb.send({"cmd": "PULL", "queue": "hot", "owner": "wb", "lockTtl": 60_000,
+             "timeout": 60_000, "reqId": "w"})
+    time.sleep(0.5)
+    c0 = metric(b, "jobgate_shared_claims_total")
+    for i in range(200):
+        qa.push("hot", {"i": i})
+    time.sleep(0.5)
+    c1 = metric(b, "jobgate_shared_claims_total")
+    assert c1 - c0 <= 20, f"b ran {c1 - c0:.0f} claim rounds (each a take) for 200 puts on a"
