@@ -239,7 +239,7 @@ class SharedNode:
         round claims for every queue reservers wait for."""
         self.emptied.clear()
         self._asked = {}
-        self.slots.denied.clear()   # and slots given back unnoticed (a lapsed row)
+        self.slots.forget_denied()   # and slots given back unnoticed (a lapsed row)
 
     def found(self, rows: list) -> None:
         """The claim of this round committed and brought `rows`: each queue it got fewer

@@ -109,7 +109,10 @@ def keep_slots(conn, node: str, exact: dict, floor: dict, known) -> tuple:
     (psycopg.Error)."""
     cur = conn.cursor()
     try:
-        cur.execute("SELECT queue, held FROM queue_slots WHERE node = %s", (node,))
+        # locked: a take that would delete a lapsed row of this node waits, then sees it
+        # refreshed; one that deleted it first shows here as a row missing (lapsed)
+        cur.execute("SELECT queue, held FROM queue_slots WHERE node = %s FOR UPDATE",
+                    (node,))
         before = dict(cur.fetchall())
         up = [(q, n) for q, n in exact.items() if n > 0]
         if floor:
@@ -195,6 +198,12 @@ class SharedSlots:
             self._noticed.add(queue)
         q = self.node.e.queues.get(queue)
         return q is not None and q.waiting > 0
+
+    def forget_denied(self) -> None:
+        """Notices may have been missed (the poll, a reconnected listener): every queue may
+        be taken again, and the take running now cannot deny its queues (as `emptied`)."""
+        self.denied.clear()
+        self._noticed |= self.taking
 
     def lapsed(self, queues) -> None:
         """This node's rows of `queues` had lapsed (written again by keep_slots): other

@@ -81,6 +81,7 @@ class SharedLink:
         self.loop = None
         self.pending = False      # a claim is queued or running
         self.again = False        # demand came while it ran: claim again after it
+        self.poll_due = False     # the poll came while a round ran: poll after it
         self.leader = False
         self.stopping = False
         self.claims = self.claimed = self.notified = self.promoted = self.rescued = 0
@@ -125,6 +126,11 @@ class SharedLink:
             self.node.found(rows)
         self.claimed += len(rows)
         left = self.node.load(rows)
+        if self.poll_due:   # the poll came while this round ran
+            self.poll_due = False
+            if self.node.wants_claim():
+                self.want()
+                return
         if self.again or more or (rows and not left):
             self._want()   # more waiters came, new slots, or the queue may hold more
 
@@ -207,7 +213,9 @@ class SharedLink:
                     log.exception("shared-mode timer callback failed")
                 if now - last_poll >= self.poll_ms:
                     last_poll = now
-                    if not self.pending and self.node.wants_claim():
+                    if self.pending:   # rounds back to back: the poll follows this one
+                        self.poll_due = True
+                    elif self.node.wants_claim():
                         self.want()
                 slots = self.node.slots.tick(int(now))   # concurrency slots (shared_slots)
                 if slots is not None:

@@ -198,3 +198,21 @@ def test_a_rate_limited_waiter_asks_for_a_slot_when_its_token_is_due():
         node.slots.tick(200 + 100 * i)                # the gateway's 100 ms timer
     assert node.slots.wants({}, set()) == {"q": (1, 1, 0)}   # it would take a slot now
     assert asked and 1000 <= asked[0] - asked_from <= 1100, asked   # when the token is due
+
+
+def test_a_reconnected_listener_during_a_take_leaves_the_queue_takeable():
+    """The poll or a reconnected listener (forget_emptied: notices may have been missed,
+    among them a give-back that committed while the take ran) during a round whose take
+    got nothing: like `emptied`, the running take must not mark the queue denied, else the
+    next round skips it (review finding)."""
+    p, node = _node()
+    p.set_concurrency("q", 1)
+    assert p.reserve(p.new_owner("beanstalk"), ["q"], 60_000, Got()) is WAITING
+    demand, wants = node.start_round()
+    assert wants == {"q": (1, 1, 0)}
+    node.forget_emptied()                           # while the take runs
+    node.slots.granted({"q": (0, 0)})               # it saw the other node's row
+    assert "q" not in node.slots.denied
+    assert node.start_round()[1] == {"q": (1, 1, 0)}   # the next round takes again
+    node.slots.granted({"q": (0, 0)})               # no notice this time: denied
+    assert node.slots.denied == {"q"} and node.start_round()[1] == {}
