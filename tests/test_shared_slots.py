@@ -30,6 +30,13 @@ def _limit_everywhere(clients, queue: str, limit: int) -> None:
     raise AssertionError("the limit did not reach every node")
 
 
+def _send_pull(c, queue: str, owner: str, rid: str, timeout_ms: int = 30_000,
+               lock_ms: int = 60_000) -> None:
+    """Send a bunqueue PULL that waits up to `timeout_ms` (its reply: c.recv_reply(rid))."""
+    c.send({"cmd": "PULL", "queue": queue, "owner": owner, "lockTtl": lock_ms,
+            "timeout": timeout_ms, "reqId": rid})
+
+
 def _slots(url: str, queue: str) -> dict:
     return dict(rows(url, "SELECT node, held FROM queue_slots WHERE queue = %s AND node <> ''",
                      (queue,)))
@@ -67,8 +74,7 @@ def test_a_limit_of_one_is_one_active_job_across_nodes(nodes):
     assert qb.pull("one", owner="wb", lockTtl=60_000)["job"] is None
     assert qb.pull("one", owner="wb", lockTtl=60_000, timeout=300)["job"] is None
     assert list(_slots(nodes.url, "one").values()) == [1]
-    qb.send({"cmd": "PULL", "queue": "one", "owner": "wb", "lockTtl": 60_000,
-             "timeout": 10_000, "reqId": "late"})
+    _send_pull(qb, "one", "wb", "late", 10_000)
     time.sleep(0.3)   # b waits (its take finds the slot held by a)
     assert qa.call("ACK", id=first, token=got["token"]) == OK
     late = qb.recv_reply("late", 15)
@@ -125,8 +131,7 @@ def test_a_killed_nodes_slots_lapse(nodes):
     assert qa.pull("dies", owner="wa", timeout=5000)["job"]["id"] == jid
     a.kill()
     killed = time.monotonic()
-    qb.send({"cmd": "PULL", "queue": "dies", "owner": "wb", "lockTtl": 60_000,
-             "timeout": 20_000, "reqId": "after"})
+    _send_pull(qb, "dies", "wb", "after", 20_000)
     r = qb.recv_reply("after", 25)
     waited = time.monotonic() - killed
     assert r["job"]["id"] == other
@@ -143,8 +148,7 @@ def test_a_stopped_nodes_slots_are_free_at_once(nodes):
     _limit_everywhere([qa, qb], "stop", 1)
     ids = [qa.push("stop", {"n": 1}), qa.push("stop", {"n": 2})]
     assert qa.pull("stop", owner="wa", lockTtl=60_000, timeout=5000)["job"] is not None
-    qb.send({"cmd": "PULL", "queue": "stop", "owner": "wb", "lockTtl": 60_000,
-             "timeout": 20_000, "reqId": "after"})
+    _send_pull(qb, "stop", "wb", "after", 20_000)
     time.sleep(0.3)
     a.stop()
     stopped = time.monotonic()
@@ -224,8 +228,7 @@ def test_a_rate_limited_node_does_not_sit_on_the_slot(nodes):
     got = qa.pull("rc", owner="wa", lockTtl=60_000, timeout=2000)
     assert got["job"] is not None
     assert qa.call("ACK", id=got["job"]["id"], token=got["token"]) == OK
-    qa.send({"cmd": "PULL", "queue": "rc", "owner": "wa", "lockTtl": 60_000,
-             "timeout": 20_000, "reqId": "a2"})
+    _send_pull(qa, "rc", "wa", "a2", 20_000)
     time.sleep(0.5)
     t0 = time.monotonic()
     r = qb.pull("rc", owner="wb", lockTtl=60_000, timeout=3000)
@@ -242,8 +245,7 @@ def test_raised_limit_serves_the_other_nodes_waiter(nodes):
     for i in range(2):
         qa.push("up", {"i": i})
     assert qa.pull("up", owner="wa", lockTtl=120_000, timeout=3000)["job"] is not None
-    qb.send({"cmd": "PULL", "queue": "up", "owner": "wb", "lockTtl": 60_000,
-             "timeout": 30_000, "reqId": "wb"})
+    _send_pull(qb, "up", "wb", "wb")
     time.sleep(1.0)
     _limit_everywhere([qa, qb], "up", 2)
     _served(qb, "wb", 6, nodes.url, "up", 2, "the raise")

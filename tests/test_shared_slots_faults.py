@@ -21,7 +21,7 @@ import greenstalk
 
 from .bunqueue_support import BQ, OK
 from .shared_support import bean, metric, rows
-from .test_shared_slots import _active, _limit_everywhere, _served, _slots
+from .test_shared_slots import _active, _send_pull, _limit_everywhere, _served, _slots
 
 
 def test_a_node_taking_slots_of_one_queue_keeps_its_other_slots(nodes):
@@ -41,10 +41,8 @@ def test_a_node_taking_slots_of_one_queue_keeps_its_other_slots(nodes):
     # b's second worker waits on q2 (a holds its slot); a's second worker waits on q1 (b
     # holds its slot)
     wb2, wa2 = BQ(b.bunqueue_port), BQ(a.bunqueue_port)
-    wb2.send({"cmd": "PULL", "queue": "q2", "owner": "wb2", "lockTtl": 120_000,
-              "timeout": 30_000, "reqId": "b2"})
-    wa2.send({"cmd": "PULL", "queue": "q1", "owner": "wa2", "lockTtl": 120_000,
-              "timeout": 30_000, "reqId": "a2"})
+    _send_pull(wb2, "q2", "wb2", "b2", lock_ms=120_000)
+    _send_pull(wa2, "q1", "wa2", "a2", lock_ms=120_000)
     stop = threading.Event()
 
     def pusher(port):   # ready notifications for q2, many a second: b claims back to back
@@ -84,6 +82,7 @@ def _kill_claim_session(url: str, pid: int) -> int:
                      "WHERE application_name LIKE %s AND query <> 'SELECT 1' AND query NOT LIKE 'LISTEN%%' "
                      "AND pid <> pg_backend_pid()", (f"jobgate {pid} %",), commit=True)[0][0]
 
+
 def test_a_failed_give_back_is_sent_again(nodes):
     """Limit 2, a's worker holds two jobs, b's waits; a's claim-thread session is
     terminated and a's worker ACKs one: the give-back's statement fails, and a's next
@@ -96,13 +95,13 @@ def test_a_failed_give_back_is_sent_again(nodes):
     j1 = qa.pull("gb", owner="wa", lockTtl=120_000, timeout=3000)
     j2 = qa.pull("gb", owner="wa", lockTtl=120_000, timeout=3000)
     assert j1["job"] and j2["job"]
-    qb.send({"cmd": "PULL", "queue": "gb", "owner": "wb", "lockTtl": 60_000,
-             "timeout": 30_000, "reqId": "wb"})
+    _send_pull(qb, "gb", "wb", "wb")
     time.sleep(1.5)   # b's take found both slots held by a; a refreshed its row
     assert sum(_slots(nodes.url, "gb").values()) == 2
     assert _kill_claim_session(nodes.url, a.proc.pid) >= 1
     assert qa.call("ACK", id=j1["job"]["id"], token=j1["token"]) == OK
     _served(qb, "wb", 8, nodes.url, "gb", 2, "a's ACK")
+
 
 def test_many_workers_small_limit_every_job_served_never_over(nodes):
     """Limit 2 on queue `st`; three nodes, on each two bunqueue workers and one beanstalk
@@ -185,6 +184,7 @@ def test_many_workers_small_limit_every_job_served_never_over(nodes):
         out, err = n.stop()
         assert b"Traceback" not in err, err.decode(errors="replace")[-3000:]
 
+
 def test_no_claim_storm_while_every_slot_is_held(nodes):
     """Limit 1: a's worker holds the job; b has two ready jobs and a waiting PULL (60 s poll).
     Over 3 s, b's claim rounds stay few (no take in a tight loop)."""
@@ -195,8 +195,7 @@ def test_no_claim_storm_while_every_slot_is_held(nodes):
         qa.push("storm", {"i": i})
     got = qa.pull("storm", owner="wa", lockTtl=60_000, timeout=5000)
     assert got["job"] is not None
-    qb.send({"cmd": "PULL", "queue": "storm", "owner": "wb", "lockTtl": 60_000,
-             "timeout": 30_000, "reqId": "w"})
+    _send_pull(qb, "storm", "wb", "w")
     time.sleep(0.5)
     c0, a0 = metric(b, "jobgate_shared_claims_total"), metric(a, "jobgate_shared_claims_total")
     time.sleep(3)
@@ -204,6 +203,7 @@ def test_no_claim_storm_while_every_slot_is_held(nodes):
     assert c1 - c0 <= 10 and a1 - a0 <= 10, (c1 - c0, a1 - a0)
     assert qa.call("ACK", id=got["job"]["id"], token=got["token"]) == OK
     assert qb.recv_reply("w", 10)["job"] is not None
+
 
 def test_a_stopped_node_with_waiters_frees_its_slot_cleanly(nodes):
     """Limit 1: a's worker holds a job and another PULL waits on a; b's PULL waits. a gets
@@ -215,10 +215,8 @@ def test_a_stopped_node_with_waiters_frees_its_slot_cleanly(nodes):
         qa.push("stop1", {"i": i})
     assert qa.pull("stop1", owner="wa", lockTtl=60_000, timeout=5000)["job"] is not None
     qa2 = BQ(a.bunqueue_port)
-    qa2.send({"cmd": "PULL", "queue": "stop1", "owner": "wa2", "lockTtl": 60_000,
-              "timeout": 30_000, "reqId": "a2"})
-    qb.send({"cmd": "PULL", "queue": "stop1", "owner": "wb", "lockTtl": 60_000,
-             "timeout": 30_000, "reqId": "b"})
+    _send_pull(qa2, "stop1", "wa2", "a2")
+    _send_pull(qb, "stop1", "wb", "b")
     time.sleep(0.5)
     _, err = a.stop()
     assert b"Traceback" not in err, err.decode(errors="replace")[-3000:]
@@ -238,8 +236,7 @@ def test_a_node_back_from_a_lapse_admits_no_new_job_over_the_limit(nodes):
         qa.push("lp", {"i": i})
     j1 = qa.pull("lp", owner="wa", lockTtl=120_000, timeout=3000)
     assert j1["job"] is not None
-    qb.send({"cmd": "PULL", "queue": "lp", "owner": "wb", "lockTtl": 120_000,
-             "timeout": 30_000, "reqId": "wb"})
+    _send_pull(qb, "lp", "wb", "wb", lock_ms=120_000)
     time.sleep(1.0)
     assert list(_slots(nodes.url, "lp").values()) == [1]
     os.kill(a.proc.pid, signal.SIGSTOP)   # a is cut off: its row lapses after 5 s
@@ -271,8 +268,7 @@ def test_puts_elsewhere_do_not_make_a_slotless_node_take_per_put(nodes):
     qa.push("hot", {"i": -1})
     got = qa.pull("hot", owner="wa", lockTtl=60_000, timeout=5000)
     assert got["job"] is not None
-    qb.send({"cmd": "PULL", "queue": "hot", "owner": "wb", "lockTtl": 60_000,
-             "timeout": 60_000, "reqId": "w"})
+    _send_pull(qb, "hot", "wb", "w", 60_000)
     time.sleep(0.5)
     c0 = metric(b, "jobgate_shared_claims_total")
     for i in range(200):

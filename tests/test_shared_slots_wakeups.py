@@ -22,7 +22,7 @@ from core.shared_slots import keep_slots, take_slots
 
 from .bunqueue_support import BQ, OK
 from .shared_support import bean
-from .test_shared_slots import _active, _limit_everywhere, _slots
+from .test_shared_slots import _active, _send_pull, _limit_everywhere, _slots
 
 
 def _no_tracebacks(*servers):
@@ -87,8 +87,7 @@ def test_a_killed_holder_under_the_default_poll(nodes):
     qa.push("kd", {"n": 1})
     other = qa.push("kd", {"n": 2})
     assert qa.pull("kd", owner="wa", timeout=5000)["job"] is not None
-    qb.send({"cmd": "PULL", "queue": "kd", "owner": "wb", "lockTtl": 60_000,
-             "timeout": 30_000, "reqId": "after"})
+    _send_pull(qb, "kd", "wb", "after")
     time.sleep(0.5)   # b is denied
     a.kill()
     killed = time.monotonic()
@@ -142,8 +141,7 @@ def test_a_denied_queue_on_a_node_claiming_back_to_back_after_the_holder_dies(no
     qa.push("kb2", {"n": 1})
     other = qa.push("kb2", {"n": 2})
     assert qa.pull("kb2", owner="wa", timeout=5000)["job"] is not None
-    qb.send({"cmd": "PULL", "queue": "kb2", "owner": "wb", "lockTtl": 60_000,
-             "timeout": 30_000, "reqId": "after"})
+    _send_pull(qb, "kb2", "wb", "after")
     time.sleep(0.5)   # b is denied
     for k in range(60):   # 30000 jobs of "hot" in the database (through c)
         assert qc.call("PUSHB", queue="hot", jobs=[{"data": {"k": k}}] * 500)["ok"]
