@@ -30,7 +30,7 @@ from .model import (BURIED, COMPLETED, DEADLINE_SOON, DELAYED, READY, RESERVED,
                     TIMED_OUT, TOKEN_CHECKED, TOKEN_REQUIRED, URGENT_RANK)
 from .outcomes import Outcomes
 from .queues import Queues, _top
-from .records import Job, JobMore, Owner, Queue
+from .records import Job, Owner, Queue
 from .scheduling import SAFETY_MARGIN_MS, Scheduling, _INF, compact_heap
 from .transitions import NEW, TABLE, check
 
@@ -258,10 +258,7 @@ class Engine(Queues, Scheduling, Outcomes, Extras, Flows, Limits, Moves):
         if fmt:
             job.fmt = fmt
         if ext is not None:
-            m = job.more
-            if m is None:
-                m = job.more = JobMore()
-            m.ext = ext
+            job.ext = ext
             if blocked or "uniqueKey" in ext:   # else index_extras has nothing to index
                 self.index_extras(job)
         if ttl_ms or expire_ms or max_attempts or max_fails or sched_ms:

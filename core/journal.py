@@ -205,11 +205,12 @@ class Journal:
                 continue
             ready_at = now_wall + (job.ready_at - now_mono) if st is DELAYED else None
             m = job.more   # the rarely set fields (core/records.py), read once: not per field
+            x = job.ext
+            ext = None if x is None else _pack_extras(x)
             if m is None:
-                exp = ext = None
+                exp = None
             else:
                 exp = now_wall + (m.expires_at - now_mono) if m.expires_at else None
-                ext = None if m.ext is None else _pack_extras(m.ext)
             leased = st is RESERVED and job.lease_mode == TOKEN_REQUIRED
             if job.in_db:
                 upd = (st, job.priority, ready_at, job.delay_ms, job.ttr_ms, job.reserves,
@@ -230,13 +231,14 @@ class Journal:
                 if m is None:
                     row = (job.id, job.uid, job.queue, job.payload, job.priority, st,
                            job.created_ms, ready_at, job.delay_ms, job.ttr_ms, job.dialect,
-                           0, None, 0, 0, 0, 0, None, None)
+                           0, None, 0, 0, 0, 0, ext,
+                           None if ext is None else dedup_text(x.get("uniqueKey")))
                     counted = job.reserves
                 else:
                     row = (job.id, job.uid, job.queue, job.payload, job.priority, st,
                            job.created_ms, ready_at, job.delay_ms, job.ttr_ms, job.dialect,
                            m.ttl_ms, exp, m.max_attempts, m.max_fails, m.sched_ms, m.fmt, ext,
-                           None if ext is None else dedup_text(m.ext.get("uniqueKey")))
+                           None if ext is None else dedup_text(x.get("uniqueKey")))
                     counted = (job.reserves or m.timeouts or m.releases or m.buries or m.kicks
                                or m.fails or m.result is not None)
                 if counted:

@@ -19,8 +19,7 @@ from .model import READY, TOKEN_CHECKED
 MORE_FIELDS = (
     ("timeouts", 0), ("releases", 0), ("buries", 0), ("kicks", 0), ("fails", 0),
     ("ttl_ms", 0), ("expires_at", 0), ("max_attempts", 0), ("max_fails", 0),
-    ("result", None), ("result_ok", False), ("sched_ms", 0), ("fmt", 0), ("ext", None),
-    ("timeout_at", 0),
+    ("result", None), ("result_ok", False), ("sched_ms", 0), ("fmt", 0), ("timeout_at", 0),
 )
 
 
@@ -35,7 +34,6 @@ class JobMore:
         self.result = None
         self.result_ok = False
         self.sched_ms = self.fmt = 0
-        self.ext = None
         self.timeout_at = 0
 
 
@@ -82,16 +80,18 @@ class Job:
     dependsOn; None for jobs that have none; stored as one MessagePack map). `ext` is replaced,
     never changed in place, so a snapshot may share it (core/extras.py).
 
-    Layout: the fields every job uses are slots; the rarely set ones (MORE_FIELDS: the counters
-    other than `reserves`, the finishing fields, fmt and ext) are properties over `more`, a
-    JobMore made the first time one of them gets a value other than its default. A job that is
-    put, reserved and deleted costs 19 slots instead of 32.
+    Layout: the fields every job uses are slots, `ext` too (a bunqueue or glide-mq job has
+    extras from its put on: a slot saves it a JobMore, one object fewer for the cyclic GC to
+    traverse per job, docs/performance.md); the rarely set ones (MORE_FIELDS: the counters
+    other than `reserves`, the finishing fields and fmt) are properties over `more`, a JobMore
+    made the first time one of them gets a value other than its default. A job that is put,
+    reserved and deleted costs 20 slots instead of 34.
     """
 
     __slots__ = (
         "id", "uid", "queue", "payload", "priority", "state", "created_ms", "delay_ms", "ttr_ms",
         "ready_at", "deadline", "owner", "reserves", "dialect", "hver", "in_db", "token",
-        "lease_mode", "more",
+        "lease_mode", "ext", "more",
     )
 
     def __init__(self, id: int, queue: str, payload: bytes, priority: int, ttr_ms: int,
@@ -114,6 +114,7 @@ class Job:
         self.in_db = 0
         self.token = None
         self.lease_mode = TOKEN_CHECKED
+        self.ext = None
         self.more = None
 
     @property
