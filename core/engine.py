@@ -76,8 +76,8 @@ class Engine(Queues, Scheduling, Outcomes, Extras, Flows, Limits, Moves):
         self.draining = False
         self.wakeup = None
         self._wake_at = _INF
-        self._delayed: list = []    # (ready_at, id, hver, job), all queues
-        self._reserved: list = []   # (deadline, id, hver, job)
+        self._delayed: list = []    # (ready_at, id, hver, id), all queues (core.records.Queue)
+        self._reserved: list = []   # (deadline, id, hver, id)
         self._timers: list = []     # (at, seq, kind, waiter); kind 0 = timeout, 1 = deadline soon
         self._pauses: list = []     # (paused_until, seq, queue name)
         self._expiry: list = []     # (expires_at, id): TTL eviction and result retention
@@ -117,23 +117,23 @@ class Engine(Queues, Scheduling, Outcomes, Extras, Flows, Limits, Moves):
         job.state = READY
         job.hver += 1
         heappush(q.ready, (job.priority, job.id if job.ext is None else self.lifo_key(job),
-                           job.hver, job))
+                           job.hver, job.id))
         q.n_ready += 1
         if job.priority < URGENT_RANK:
             q.urgent += 1
         if len(q.ready) > 2 * q.n_ready + 1024:
-            compact_heap(q.ready, q.n_ready)
+            compact_heap(q.ready, q.n_ready, self.jobs)
 
     def _to_delayed(self, job: Job, q: Queue, ready_at: int) -> None:
         job.state = DELAYED
         job.hver += 1
         job.ready_at = ready_at
-        e = (ready_at, job.id, job.hver, job)
+        e = (ready_at, job.id, job.hver, job.id)
         heappush(q.delayed, e)
         heappush(self._delayed, e)
         q.n_delayed += 1
-        compact_heap(q.delayed, q.n_delayed)
-        compact_heap(self._delayed, len(self.jobs))
+        compact_heap(q.delayed, q.n_delayed, self.jobs)
+        compact_heap(self._delayed, len(self.jobs), self.jobs)
         self._arm(ready_at)
 
     def _to_state(self, job: Job, q: Queue, delay_ms: int) -> None:
@@ -165,13 +165,13 @@ class Engine(Queues, Scheduling, Outcomes, Extras, Flows, Limits, Moves):
         ext = job.ext
         if ext is not None and ext.get("timeout"):   # its own processing limit (core.extras)
             self._start_timeout(job, now, ext["timeout"])
-        heappush(self._reserved, (job.deadline, job.id, job.hver, job))
+        heappush(self._reserved, (job.deadline, job.id, job.hver, job.id))
         q.n_reserved += 1
         self.n_reserved += 1
         if q.limits is not None:
             self._took(q, now)
         owner.reserved[job.id] = job
-        compact_heap(self._reserved, self.n_reserved)
+        compact_heap(self._reserved, self.n_reserved, self.jobs)
         self._arm(job.deadline)
         feed = self.feed
         if feed.active:
@@ -206,10 +206,11 @@ class Engine(Queues, Scheduling, Outcomes, Extras, Flows, Limits, Moves):
 
     def _pop_ready(self, q: Queue) -> Job | None:
         h = q.ready
+        jobs = self.jobs
         while h:
             e = heappop(h)
-            job = e[3]
-            if job.hver == e[2]:
+            job = jobs.get(e[3])
+            if job is not None and job.hver == e[2]:
                 q.n_ready -= 1
                 if job.priority < URGENT_RANK:
                     q.urgent -= 1
@@ -282,12 +283,12 @@ class Engine(Queues, Scheduling, Outcomes, Extras, Flows, Limits, Moves):
         else:   # _to_ready, for a job that was nowhere yet (READY since Job())
             job.hver = 1
             heappush(q.ready, (job.priority, -job.id if ext is not None and ext.get("lifo")
-                               else job.id, 1, job))
+                               else job.id, 1, job.id))
             q.n_ready += 1
             if job.priority < URGENT_RANK:
                 q.urgent += 1
             if len(q.ready) > 2 * q.n_ready + 1024:
-                compact_heap(q.ready, q.n_ready)
+                compact_heap(q.ready, q.n_ready, self.jobs)
         feed = self.feed
         if feed.active:
             feed.emit(job, row.events, NEW, dialect, True, None, None, job.created_ms)
@@ -303,7 +304,7 @@ class Engine(Queues, Scheduling, Outcomes, Extras, Flows, Limits, Moves):
             # a limited queue: only within its limits, and never ahead of its waiters
             if q.n_ready and q.paused_until <= now and (
                     q.limits is None or not q.waiting and self._admits(q, now)):
-                j = _top(q.ready)
+                j = _top(q.ready, self.jobs)
                 if j is not None and (best is None or (j.priority, j.id) < (best.priority, best.id)):
                     best, bq = j, q
         return bq

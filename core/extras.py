@@ -272,9 +272,9 @@ class Extras:
             job.hver = 1
             if ext is not None:
                 job.ext = ext
-                heappush(ready, (0, self.lifo_key(job), 1, job))
+                heappush(ready, (0, self.lifo_key(job), 1, nid))
             else:
-                heappush(ready, (0, nid, 1, job))
+                heappush(ready, (0, nid, 1, nid))
             if fast:
                 if events is not None:
                     events.append((nid, queue, dialect, event, now, 0, uid, 0, len(payload),

@@ -13,7 +13,7 @@ from heapq import heappush, nsmallest
 
 from .model import BURIED, COMPLETED, DELAYED, DELETED, READY, RESERVED, TOKEN_REQUIRED
 from .paging import compact_ids as _compact_ids
-from .records import Job, Owner, Queue
+from .records import Job, Owner, Queue, live_job
 from .scheduling import compact_heap
 from .transitions import GONE, check
 
@@ -78,8 +78,8 @@ class Moves:
         job.deadline = self.clock.monotonic_ms() + (lease_ms or job.owner.ttr_ms or job.ttr_ms)
         if job.more is not None and job.more.timeout_at and job.more.timeout_at < job.deadline:
             job.deadline = job.more.timeout_at
-        heappush(self._reserved, (job.deadline, job.id, job.hver, job))
-        compact_heap(self._reserved, self.n_reserved)
+        heappush(self._reserved, (job.deadline, job.id, job.hver, job.id))
+        compact_heap(self._reserved, self.n_reserved, self.jobs)
         self._arm(job.deadline)
         if job.lease_mode == TOKEN_REQUIRED and self.journal is not None:
             self._emit(job, row, RESERVED, job.owner.dialect)   # no event: the row only
@@ -147,9 +147,11 @@ class Moves:
                 n += 1
         elif q.n_delayed:
             # soonest first; jobs parked for dependencies (flow parents) are not kicked
-            live = [e for e in q.delayed if e[3].hver == e[2] and not self.is_parked(e[3])]
-            for e in nsmallest(bound, live):
-                self._kick(e[3], q, dialect)
+            jobs = self.jobs
+            live = [(e, j) for e in q.delayed
+                    if (j := live_job(jobs, e)) is not None and not self.is_parked(j)]
+            for e, j in nsmallest(bound, live, key=lambda x: x[0]):
+                self._kick(j, q, dialect)
                 n += 1
         return n
 

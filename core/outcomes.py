@@ -27,7 +27,7 @@ from heapq import heapify, heappop, heappush, nsmallest
 from . import failures
 from .model import (BURIED, COMPLETED, DELAYED, READY, RESERVED, TIMED_OUT, derived_uid,
                     parse_derived_uid, uuid_shaped)
-from .records import Job, Queue, ResultWaiter
+from .records import Job, Queue, ResultWaiter, live_job
 from .transitions import check
 
 #: How long the result of a job without a TTL (e.g. a beanstalk put completed through workq)
@@ -279,10 +279,12 @@ class Outcomes:
     # ------------------------------------------------------------ listings
     def ready_page(self, q: Queue, offset: int, limit: int) -> list[Job]:
         """Ready jobs of `q` in the order they would be served, [offset, offset + limit)."""
-        live = (e for e in q.ready if e[3].hver == e[2])
-        return [e[3] for e in nsmallest(offset + limit, live)[offset:]]
+        jobs = self.jobs
+        live = (e for e in q.ready if live_job(jobs, e) is not None)
+        return [jobs[e[3]] for e in nsmallest(offset + limit, live)[offset:]]
 
     def delayed_page(self, q: Queue, offset: int, limit: int) -> list[Job]:
         """Delayed jobs of `q`, soonest first, [offset, offset + limit)."""
-        live = (e for e in q.delayed if e[3].hver == e[2])
-        return [e[3] for e in nsmallest(offset + limit, live)[offset:]]
+        jobs = self.jobs
+        live = (e for e in q.delayed if live_job(jobs, e) is not None)
+        return [jobs[e[3]] for e in nsmallest(offset + limit, live)[offset:]]

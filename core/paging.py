@@ -24,6 +24,7 @@ from operator import attrgetter, is_not
 from typing import NamedTuple
 
 from .model import BURIED, COMPLETED, DELAYED, LIVE_STATES, READY, RESERVED
+from .records import live_job
 
 #: the states a page may be filtered by: the live states, and "failed" (a buried job with a
 #: result: dead-lettered), a subset of "buried"
@@ -82,11 +83,13 @@ def _sparse_ids(engine, q, state: str) -> list:
     """The sorted ids of `q`'s jobs in `state`, from that state's own index."""
     if state is READY or state is DELAYED:
         heap = q.ready if state is READY else q.delayed
-        ids = [e[3].id for e in heap if e[3].hver == e[2]]
+        jobs = engine.jobs
+        ids = [e[3] for e in heap if live_job(jobs, e) is not None]
     elif state is RESERVED:
         name = q.name
-        ids = [e[1] for e in engine._reserved if e[3].hver == e[2] and e[3].queue == name
-               and e[3].state is RESERVED]
+        jobs = engine.jobs
+        ids = [e[3] for e in engine._reserved if (j := live_job(jobs, e)) is not None
+               and j.queue == name and j.state is RESERVED]
     elif state is COMPLETED:
         ids = list(q.done)
     elif state == "failed":

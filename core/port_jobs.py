@@ -10,7 +10,7 @@ from .leases import NOT_ACTIVE
 from .leases import check as _check_lease
 from .leases import renewable as _renewable
 from .model import COMPLETED, Failure, JobView
-from .records import Job
+from .records import Job, live_job
 from .views import adapter, job_view
 
 
@@ -39,9 +39,10 @@ class JobOps:
         out: dict = {}
         if q is None:
             return out
+        jobs = e.jobs
         for x in (q.ready + q.delayed) if delayed else q.ready:
-            j = x[3]
-            if j.hver == x[2] and not (j.ext is not None and j.ext.get("deps")):
+            j = live_job(jobs, x)
+            if j is not None and not (j.ext is not None and j.ext.get("deps")):
                 out[j.priority] = out.get(j.priority, 0) + 1
         return out
 
@@ -179,7 +180,8 @@ class JobOps:
         q = e.queues.get(queue)
         if q is None or not q.n_delayed or (count is not None and count <= 0):
             return []
-        sel = [x[3] for x in q.delayed if x[3].hver == x[2] and not e.blocked(x[3])]
+        sel = [j for x in q.delayed
+               if (j := live_job(e.jobs, x)) is not None and not e.blocked(j)]
         sel.sort(key=lambda j: (j.created_ms, j.id))
         if count is not None:
             sel = sel[:count]
@@ -274,8 +276,10 @@ class JobOps:
         q = e.queues.get(queue)
         if q is None:
             return 0
-        sel = [x[3].id for x in q.ready if x[3].hver == x[2]]
-        sel += [x[3].id for x in q.delayed if x[3].hver == x[2] and not e.blocked(x[3])]
+        jobs = e.jobs
+        sel = [x[3] for x in q.ready if live_job(jobs, x) is not None]
+        sel += [x[3] for x in q.delayed
+                if (j := live_job(jobs, x)) is not None and not e.blocked(j)]
         sel.sort()
         for id in sel:
             e.delete(None, id, dialect, force=True, event=event)

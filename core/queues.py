@@ -12,12 +12,14 @@ from .model import COMPLETED
 from .records import Job, Queue
 
 
-def _top(heap: list):
-    """Drop stale entries (job.hver changed since the push) from a lazy heap; return its top job."""
+def _top(heap: list, jobs: dict):
+    """Drop stale entries (the job gone, or its hver changed since the push) from a lazy heap
+    of (key, key, hver, job id); return its top job. `jobs`: the engine's id -> Job."""
     while heap:
         e = heap[0]
-        if e[3].hver == e[2]:
-            return e[3]
+        j = jobs.get(e[3])
+        if j is not None and j.hver == e[2]:
+            return j
         heappop(heap)
     return None
 
@@ -76,12 +78,12 @@ class Queues:
     def peek_ready(self, queue: str) -> Job | None:
         """The next job reserve would take from `queue` (ignores pause)."""
         q = self.queues.get(queue)
-        return _top(q.ready) if q is not None and q.n_ready else None
+        return _top(q.ready, self.jobs) if q is not None and q.n_ready else None
 
     def peek_delayed(self, queue: str) -> Job | None:
         """The delayed job of `queue` with the least time left."""
         q = self.queues.get(queue)
-        return _top(q.delayed) if q is not None and q.n_delayed else None
+        return _top(q.delayed, self.jobs) if q is not None and q.n_delayed else None
 
     def peek_buried(self, queue: str) -> Job | None:
         """The oldest buried job of `queue`."""

@@ -132,10 +132,21 @@ for _name, _default in MORE_FIELDS:
 del _name, _default
 
 
+def live_job(jobs: dict, e: tuple):
+    """The Job of a lazy heap entry `e` = (key, key, hver, job id) while the entry is current
+    (the job is in `jobs`, the engine's id -> Job, with the entry's hver), else None. The
+    entries hold the id, not the Job: a tuple of ints is untracked by the cyclic GC after its
+    first collection, one object fewer per waiting job for every later pass
+    (docs/performance.md)."""
+    j = jobs.get(e[3])
+    return j if j is not None and j.hver == e[2] else None
+
+
 class Queue:
     """A named queue (beanstalk tube = workq name = bunqueue queue).
 
-    Indexes: `ready` heap of (priority, id, hver, job); `delayed` heap of (ready_at, id, hver, job);
+    Indexes: `ready` heap of (priority, order key, hver, job id); `delayed` heap of (ready_at,
+    id, hver, job id) (live_job: an entry is current while the job's hver is the entry's);
     `buried` dict id -> job in bury order (FIFO); `done` dict id -> completed job; `waiters` deque of Waiters in arrival order.
     Counters: live counts per state (`n_done`: completed jobs kept for their result), `urgent`
     ready jobs, `total_jobs` created, `deletes`, `pauses`; references: `using`, `watching`

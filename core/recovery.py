@@ -134,7 +134,7 @@ def _lease(engine, job: Job, q, r: dict, owners: dict, now_mono: int, now_wall: 
     job.token = r["lease_token"]
     job.lease_mode = TOKEN_REQUIRED
     job.deadline = now_mono + (r["lease_until_ms"] - now_wall)
-    heappush(engine._reserved, (job.deadline, job.id, job.hver, job))
+    heappush(engine._reserved, (job.deadline, job.id, job.hver, job.id))
     q.n_reserved += 1
     engine.n_reserved += 1
     owner.reserved[job.id] = job

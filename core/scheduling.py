@@ -12,7 +12,7 @@ from __future__ import annotations
 from heapq import heapify, heappop, heappush
 
 from .model import DEADLINE_SOON, DELAYED, READY, TIMED_OUT, TOKEN_CHECKED
-from .records import Owner, Queue, Waiter
+from .records import Owner, Queue, Waiter, live_job
 from .transitions import check
 
 #: The last second of a reservation's TTR is a safety margin (beanstalk protocol, "reserve").
@@ -20,20 +20,22 @@ SAFETY_MARGIN_MS = 1000
 _INF = float("inf")
 
 
-def compact_heap(heap: list, live: int) -> None:
-    """Rebuild a lazy heap in place when stale entries outnumber live ones (bounded memory)."""
+def compact_heap(heap: list, live: int, jobs: dict) -> None:
+    """Rebuild a lazy heap in place when stale entries outnumber live ones (bounded memory);
+    `jobs`: the engine's id -> Job (core.records.live_job)."""
     if len(heap) > 2 * live + 1024:
-        heap[:] = [e for e in heap if e[3].hver == e[2]]
+        heap[:] = [e for e in heap if live_job(jobs, e) is not None]
         heapify(heap)
 
 
-def _due(heap: list, now: int):
-    """Pop the entries of a lazy (time, id, hver, job) heap that are due at `now` (ms) and
+def _due(heap: list, now: int, jobs: dict):
+    """Pop the entries of a lazy (time, id, hver, job id) heap that are due at `now` (ms) and
     yield the jobs whose entry is still current; the heap may grow while this runs."""
     while heap and heap[0][0] <= now:
         e = heappop(heap)
-        if e[3].hver == e[2]:
-            yield e[3]
+        j = jobs.get(e[3])
+        if j is not None and j.hver == e[2]:
+            yield j
 
 
 class Scheduling:
@@ -125,8 +127,9 @@ class Scheduling:
         h = self._timers
         while h and h[0][3].done:
             heappop(h)
+        jobs = self.jobs
         for h in (self._delayed, self._reserved):
-            while h and h[0][3].hver != h[0][2]:
+            while h and live_job(jobs, h[0]) is None:
                 heappop(h)
         due = _INF
         for h in (self._delayed, self._reserved, self._timers, self._pauses, self._expiry,
@@ -144,13 +147,13 @@ class Scheduling:
         """Run every timer due at the clock's current time."""
         now = self.clock.monotonic_ms()
         row = check(DELAYED, "ready", READY)
-        for job in _due(self._delayed, now):
+        for job in _due(self._delayed, now, self.jobs):
             q = self.queues[job.queue]
             self._leave(job, q)
             self._to_ready(job, q)
             self._emit(job, row, DELAYED, "jobgate")
             self._serve(q)
-        for job in _due(self._reserved, now):
+        for job in _due(self._reserved, now, self.jobs):
             m = job.more
             if m is not None and m.timeout_at and m.timeout_at <= now:
                 self._timed_out(job)   # its own timeout, not its lease (core.extras)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from .leases import token_str
-from .records import Job
+from .records import Job, live_job
 from .model import (DELAYED, RESERVED, JobView, LeaseView, QueueView, Reserved, ServerStats,
                     derived_uid)
 
@@ -61,8 +61,9 @@ def queue_view(engine, q) -> QueueView:
     paused = q.paused_until > now
     blocked = 0
     if q.n_delayed:
-        blocked = sum(1 for e in q.delayed if e[3].hver == e[2] and e[3].ext is not None
-                      and e[3].ext.get("deps"))
+        jobs = engine.jobs
+        blocked = sum(1 for e in q.delayed if (j := live_job(jobs, e)) is not None
+                      and j.ext is not None and j.ext.get("deps"))
     return QueueView(q.name, q.n_ready, q.urgent, q.n_delayed, blocked, q.n_reserved,
                      len(q.buried), q.n_done, q.using, q.watching, q.waiting, q.total_jobs,
                      q.deletes, q.pauses, paused, q.pause_ms,

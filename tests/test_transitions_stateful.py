@@ -31,6 +31,7 @@ from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule
 from core.api import (LEASE_OK, READY, RESERVED, TIMED_OUT, TOKEN_CHECKED, TOKEN_IGNORED,
                       TOKEN_REQUIRED, Failure, IllegalTransition, ManualClock, Port, Reserved)
 from core.failures import JobPolicy
+from core.records import live_job
 from core.transitions import DELETE_OPS, TABLE
 
 QUEUES = ("a", "b", "c")
@@ -273,11 +274,11 @@ class Machine(RuleBasedStateMachine):
         where: dict[int, list] = {}
         for q in e.queues.values():
             for x in q.ready:
-                if x[3].hver == x[2]:
-                    where.setdefault(x[3].id, []).append("ready")
+                if live_job(e.jobs, x) is not None:
+                    where.setdefault(x[3], []).append("ready")
             for x in q.delayed:
-                if x[3].hver == x[2]:
-                    where.setdefault(x[3].id, []).append("delayed")
+                if live_job(e.jobs, x) is not None:
+                    where.setdefault(x[3], []).append("delayed")
             for id in q.buried:
                 where.setdefault(id, []).append("buried")
         for j in e.jobs.values():
