@@ -285,3 +285,23 @@ def test_a_lowered_limit_converges_once_the_old_jobs_finish(nodes):
         time.sleep(0.05)
     assert worst <= 2, (f"{worst} active under a limit of 2 after the old jobs finished; "
                         f"slots {_slots(nodes.url, 'low')}")
+
+
+def test_get_queue_limits_maxed_counts_every_nodes_active_jobs(nodes):
+    """GetQueueLimits' `maxed` compares the concurrency limit with the queue's active jobs on
+    every node (as GetJobCounts' `active`): a job a worker on a holds makes the limit of 1
+    maxed on b too; once a's ACK is committed, neither node reports it maxed."""
+    a, b = nodes(2, poll_ms=200)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    _limit_everywhere([qa, qb], "mx", 1)
+
+    def maxed(c) -> bool:
+        return c.ok("GetQueueLimits", queue="mx")["data"]["limits"]["maxed"]
+    assert not maxed(qa) and not maxed(qb)
+    job = qa.push("mx", {"n": 1})
+    got = qa.pull("mx", owner="wa", lockTtl=60_000, timeout=5000)
+    assert got["job"]["id"] == job
+    assert maxed(qa) and maxed(qb)
+    assert qb.ok("GetJobCounts", queue="mx")["counts"]["active"] == 1
+    assert qa.call("ACK", id=job, token=got["token"]) == OK
+    assert not maxed(qa) and not maxed(qb)

@@ -18,7 +18,10 @@ from __future__ import annotations
 import math
 import re
 
+from core.api import RESERVED
+
 from .codec import _js_string, js_num
+from .handlers_query import global_counts
 from .registry import command, err, ok_empty
 
 _LIMIT_ERROR = "limit must be a finite number"
@@ -145,6 +148,10 @@ def clear_concurrency(sess, cmd: dict):
 
 @command("GetQueueLimits")
 def get_queue_limits(sess, cmd: dict):
+    """{rateLimit, rateLimitTtl, concurrencyLimit, maxed} (reference getQueueLimitStatus).
+    With a concurrency limit, `maxed` compares it with the queue's active jobs as
+    GetJobCounts counts them (Port.job_counts_global): in shared mode those of every node,
+    answered once the database has (PENDING meanwhile; docs/scaling.md)."""
     q, msg = queue_arg(cmd)
     if msg:
         return err(msg)
@@ -156,9 +163,14 @@ def get_queue_limits(sess, cmd: dict):
     if rate is not None:
         rate = {"max": js_num(rate["max"]), "duration": js_num(rate["duration"])}
     c = st["concurrencyLimit"]
-    return {"ok": True, "data": {"limits": {
-        "rateLimit": rate, "rateLimitTtl": js_num(st["rateLimitTtl"]),
-        "concurrencyLimit": None if c is None else js_num(c), "maxed": st["maxed"]}}}
+
+    def answer(maxed: bool) -> dict:
+        return {"ok": True, "data": {"limits": {
+            "rateLimit": rate, "rateLimitTtl": js_num(st["rateLimitTtl"]),
+            "concurrencyLimit": None if c is None else js_num(c), "maxed": maxed}}}
+    if c is None:
+        return answer(st["maxed"])
+    return global_counts(sess, q, lambda counts: answer(counts[RESERVED] >= c))
 
 
 # -------------------------------------------------------------------- stall config

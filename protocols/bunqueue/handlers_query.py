@@ -190,14 +190,14 @@ def _when(sess, start, answer):
     return PENDING
 
 
-def _global_counts(sess, queue: str, answer):
+def global_counts(sess, queue: str, answer):
     """`answer(counts)` for queue `queue` (Port.job_counts_global)."""
     return _when(sess, lambda cb: sess.port.job_counts_global(queue, cb), answer)
 
 
 @command("GetJobCounts")
 def get_job_counts(sess, cmd: dict):
-    return _global_counts(sess, queue_name(cmd.get("queue")),
+    return global_counts(sess, queue_name(cmd.get("queue")),
                           lambda c: {"ok": True, "counts": counts_of(c)})
 
 
@@ -207,7 +207,7 @@ def count(sess, cmd: dict):
     spec's text says "all states"; the client's count() means jobs still to run); a flow
     parent waiting for its children is not counted (reference). In shared mode, on every
     node."""
-    return _global_counts(sess, queue_name(cmd.get("queue")),
+    return global_counts(sess, queue_name(cmd.get("queue")),
                           lambda c: {"ok": True, "count": c[READY] + c[DELAYED] - c["blocked"]})
 
 
