@@ -74,9 +74,10 @@ class SharedNode:
         self.next_block = 0           # the start of the next block, 0 while not fetched
         self.asking_ids = False
         self.spilled = 0              # jobs given back to the database (stats)
-        # heap-entry versions of claimed jobs: a job spilled and claimed back is a new object
-        # with the same id, and the stale heap entries of the old one must never tie with
-        # the new one's (a tie would compare Job objects): each claim starts 2**16 higher
+        # heap-entry versions of claimed jobs: a job spilled and claimed back is a new Job
+        # under the same id, and the heap entries the old one left (looked up by id:
+        # core.records.live_job) must stay stale: each claim starts 2**16 higher, and above
+        # the last version of every job spilled (spill), so a version never repeats for an id
         self._hver = 1 << 32
         self.claimed = 0              # jobs claimed from it
         # queues whose last claim found fewer rows than it asked for and that no ready
@@ -180,9 +181,12 @@ class SharedNode:
             gone[job.id] = job
         if not gone:
             return
+        hver = self._hver
         for job in gone.values():
             q = e.queues[job.queue]
             e._leave(job, q)          # counts and heap entries (stale now); state kept
+            if job.hver >= hver:      # a claim back starts above every entry it left
+                hver = job.hver + 1
             del e.jobs[job.id]
             if job.uid is not None:
                 e.by_uid.pop(job.uid, None)
@@ -196,6 +200,7 @@ class SharedNode:
                 compact_ids(e, q)
             j.mark(job)               # its row is written with the state it has
             e._gc(q)
+        self._hver = hver
         self.spilled += len(gone)
 
     # ---------------------------------------------------------------- claim
