@@ -37,7 +37,8 @@ from .port_global import GlobalOps
 from .port_pages import PageOps
 from .port_jobs import JobOps
 from .port_settings import SettingsOps
-from .port_shared import PROBE_MS, SharedOps, fire_due, keep_slots, open_shared_store, take_slots
+from .port_shared import (PROBE_MS, SharedOps, fire_due, give_tokens, keep_slots, open_shared_store,
+                          take_slots, take_tokens)
 from .port_webhooks import WebhookOps
 from .transitions import IllegalTransition
 from .views import adapter, queue_view, reserved, server_stats
@@ -45,7 +46,8 @@ from .webhooks import (EVENT_KINDS, WEBHOOK_EVENTS, AllowList, Registry as _Webh
                        WebhookView, address_refused, parse_host, split_url)
 
 __all__ = [
-    "Port", "Owner", "Persistence", "open_store", "open_shared_store", "fire_due", "take_slots", "keep_slots", "Store", "StorePort", "StoreLocked",
+    "Port", "Owner", "Persistence", "open_store", "open_shared_store", "fire_due", "take_slots", "keep_slots",
+    "take_tokens", "give_tokens", "Store", "StorePort", "StoreLocked",
     "SystemClock", "ManualClock", "Event", "Subscription", "JobPolicy", "Failure", "JobView",
     "QueueView", "Reserved", "ServerStats", "IllegalTransition", "TIMED_OUT", "DEADLINE_SOON",
     "WAITING", "TOKEN_CHECKED", "TOKEN_REQUIRED", "TOKEN_IGNORED", "LEASE_OK", "NOT_ACTIVE",

@@ -77,6 +77,7 @@ class LimitChecks:
         sh = self.shared
         if sh is not None:
             sh.slots.limits_changed(q)
+            sh.tokens.limits_changed(q.name)
             if q.waiting:
                 sh.wait_started()
 

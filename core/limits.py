@@ -38,6 +38,7 @@ import math
 import msgpack
 
 from .limit_checks import LimitChecks
+from .shared_tokens import adopt
 
 #: bunqueue 2.9.5 domain/types/stall.js DEFAULT_STALL_CONFIG (key order kept).
 DEFAULT_STALL_CONFIG = {"enabled": True, "stallInterval": 30_000, "maxStalls": 3,
@@ -49,10 +50,12 @@ DEFAULT_WINDOW_MS = 1000
 class QueueSettings:
     """The settings of one queue (see the module docstring). Numbers keep the type they were
     given (int or float). `tokens` / `refilled` (monotonic ms): the bucket's state;
-    `wake_at`: the monotonic ms of this queue's pending limit timer, or None."""
+    `wake_at`: the monotonic ms of this queue's pending limit timer, or None; `granted`:
+    shared mode, the tokens come from the database's bucket (core/shared_tokens.py) and are
+    never refilled here."""
 
     __slots__ = ("queue", "rate_max", "rate_duration_ms", "rate_expires_ms", "tokens",
-                 "refilled", "concurrency", "stall", "wake_at")
+                 "refilled", "concurrency", "stall", "wake_at", "granted")
 
     def __init__(self, queue: str) -> None:
         self.queue = queue
@@ -64,6 +67,7 @@ class QueueSettings:
         self.concurrency = None
         self.stall = None
         self.wake_at = None
+        self.granted = False
 
     @property
     def limited(self) -> bool:
@@ -79,20 +83,23 @@ class QueueSettings:
         return self.rate_duration_ms or DEFAULT_WINDOW_MS
 
     def refill(self, now: int) -> None:
-        """Add the tokens earned since the last refill (monotonic `now`, ms), up to rate_max."""
-        if now > self.refilled:
+        """Add the tokens earned since the last refill (monotonic `now`, ms), up to rate_max
+        (none while `granted`: the database's bucket refills)."""
+        if now > self.refilled and not self.granted:
             m = self.rate_max
             self.tokens = min(m, self.tokens + (now - self.refilled) * m / self.window_ms())
             self.refilled = now
 
     def token_at(self, now: int):
         """Monotonic ms at which the bucket holds a whole token (after refill), or None when it
-        never will (a limit below 1)."""
+        never will (a limit below 1) or, `granted`, not before tokens are taken."""
         m = self.rate_max
         if m < 1:
             return None
         if self.tokens >= 1:
             return now
+        if self.granted:
+            return None
         return now + math.ceil((1 - self.tokens) * self.window_ms() / m)
 
     def spec(self) -> dict:
@@ -140,8 +147,9 @@ class Limits(LimitChecks):
         s.rate_duration_ms = _positive(duration_ms)
         ttl = _positive(ttl_ms)
         s.rate_expires_ms = None if ttl is None else self.clock.wall_ms() + ttl
-        s.tokens = limit
-        s.refilled = self.clock.monotonic_ms()
+        if not s.granted:   # shared mode: the database's bucket starts full (shared_tokens)
+            s.tokens = limit
+            s.refilled = self.clock.monotonic_ms()
         self._settings_changed(s)
 
     def clear_rate_limit(self, queue: str) -> None:
@@ -231,6 +239,8 @@ class Limits(LimitChecks):
         """Attach settings `s` to their queue (its limits) or detach them; `serve` as in
         _settings_changed."""
         name = s.queue
+        if self.shared is not None:
+            adopt(s)   # its tokens come from the database's bucket
         if s.limited:
             q = self.queue(name)
             q.limits = s
@@ -272,6 +282,8 @@ class Limits(LimitChecks):
             if s.empty:
                 continue
             self.queue_settings[s.queue] = s
+            if self.shared is not None:
+                adopt(s)   # its tokens come from the database's bucket
             q = self.queue(s.queue)
             if s.limited:
                 q.limits = s
@@ -287,7 +299,7 @@ class Limits(LimitChecks):
             self._stored_settings(queue, bytes(spec_bytes))
         if old is not None and old.rate_max is not None and s.rate_max == old.rate_max \
                 and s.rate_duration_ms == old.rate_duration_ms:
-            s.tokens, s.refilled = old.tokens, old.refilled
+            s.tokens, s.refilled, s.granted = old.tokens, old.refilled, old.granted
         if s.empty:
             self.queue_settings.pop(queue, None)
         else:

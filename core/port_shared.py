@@ -38,6 +38,21 @@ def keep_slots(conn, node: str, exact: dict, floor: dict, known) -> tuple:
     return keep(conn, node, exact, floor, known)
 
 
+def take_tokens(conn, wants: dict) -> dict:
+    """Take rate-limit tokens (core.shared_tokens.take_tokens): `wants` queue -> (rate_max,
+    window_ms, wanted); returns queue -> (taken, ms until the next token or None). Errors:
+    the driver's."""
+    from .shared_tokens import take_tokens as take
+    return take(conn, wants)
+
+
+def give_tokens(conn, back: dict) -> None:
+    """Give rate-limit tokens back (core.shared_tokens.give_tokens): `back` queue ->
+    (rate_max, window_ms, tokens). Errors: the driver's."""
+    from .shared_tokens import give_tokens as give
+    give(conn, back)
+
+
 class SharedOps:
     """Shared-mode operations of core.api.Port (which provides `_engine`)."""
 

@@ -147,6 +147,17 @@ queue_slots = sa.Table(
     sa.Column("until_ms", sa.BigInteger, nullable=False),
 )
 
+#: Shared mode: one token bucket per rate-limited queue (migration 0013,
+#: core/shared_tokens.py).
+queue_tokens = sa.Table(
+    "queue_tokens", metadata,
+    sa.Column("queue", sa.String(256), primary_key=True),
+    sa.Column("tokens", sa.Float, nullable=False),
+    sa.Column("rate_max", sa.Float, nullable=False),
+    sa.Column("window_ms", sa.BigInteger, nullable=False),
+    sa.Column("refilled_ms", sa.BigInteger, nullable=False),
+)
+
 #: The keyed record tables, by name: table -> its key column (StorePort.write `records`).
 RECORD_TABLES = {"cron_schedules": "name", "queue_settings": "queue", "webhooks": "id",
                  "dialect_state": "key"}

@@ -32,6 +32,7 @@ from .shared_events import EventRelay
 from .shared_flows import SharedFlows
 from .shared_settings import SharedSettings
 from .shared_slots import SharedSlots
+from .shared_tokens import SharedTokens
 from .shared_results import RemoteWaits
 
 #: ids a node hands out from one block of sequence jobgate_job_ids (migration 0009)
@@ -70,6 +71,7 @@ class SharedNode:
         self.flows = SharedFlows(self)     # flow parents told of children (shared_flows)
         self.settings = SharedSettings(self)   # queue settings on every node (shared_settings)
         self.slots = SharedSlots(self)     # concurrency limits across nodes (shared_slots)
+        self.tokens = SharedTokens(self)   # rate limits across nodes (shared_tokens)
         self.block_end = 0            # the end (exclusive) of the current id block
         self.next_block = 0           # the start of the next block, 0 while not fetched
         self.asking_ids = False
@@ -215,17 +217,21 @@ class SharedNode:
             if q.waiting and q.paused_until <= now and q.n_ready == 0 and (
                     q.limits is None or e._admits(q, now)):
                 n = q.waiting + more.get(name, 0)
-                c = q.limits.concurrency if q.limits is not None else None
+                s = q.limits
+                c = s.concurrency if s is not None else None
                 if c is not None:   # a concurrency limit: no more than it admits now
                     n = min(n, math.ceil(e._cap(q, c)) - q.n_reserved)
+                if s is not None and s.rate_max is not None and s.granted:
+                    n = min(n, math.floor(s.tokens))   # and its rate limit's tokens here
                 out[name] = min(n, CLAIM_MAX)
         return out
 
     def wants_claim(self) -> bool:
         """True when a claim round would do something: reservers wait for jobs here
-        (demand()) or for concurrency slots (the poll: another node's slots may have
-        lapsed)."""
-        return bool(self.demand()) or bool(self.slots.wants(self.more, set(), retry=True))
+        (demand()), for concurrency slots (the poll: another node's slots may have
+        lapsed) or for rate-limit tokens."""
+        return (bool(self.demand()) or bool(self.slots.wants(self.more, set(), retry=True))
+                or bool(self.tokens.wants(self.more, retry=True)))
 
     def waits_for(self, queue: str) -> bool:
         """True when reservers wait here for `queue` (a notification for it is worth a
@@ -301,19 +307,22 @@ class SharedNode:
         the `emptied` queues unless a probe waits (a probe answers TIMED_OUT only after a
         claim, which sees every committed row); `wants`: the concurrency slots to take first
         (core.shared_slots.SharedSlots.wants; {} unless a limited queue's waiters need
-        more). The probes waiting now are answered by this round (end_probes), later ones
-        by the next."""
+        more). The rate-limit tokens to take before them are in `tokens.asked`
+        (core.shared_tokens.SharedTokens.wants). The probes waiting now are answered by this
+        round (end_probes), later ones by the next."""
         self.in_round += self.probes
         self.probes = []
         d = self.demand()
         skip = self.emptied if not self.in_round else set()
         wants = self.slots.wants(self.more, skip)
+        tw = self.tokens.wants(self.more, skip)
         # a batch reserve's extra jobs are asked for again by the round after the take
-        self.more = {name: n for name, n in self.more.items() if name in wants}
+        self.more = {name: n for name, n in self.more.items() if name in wants or name in tw}
         if self.emptied and not self.in_round:
             d = {name: n for name, n in d.items() if name not in self.emptied}
         self._asked = dict(d)
         self.slots.start(d, wants)
+        self.tokens.start(tw)
         return d, wants
 
     def carry_probes(self) -> None:

@@ -187,7 +187,11 @@ class JobgateCollector(Collector):
                 ("slots_taken", "Takes of concurrency slots that got this node more of them",
                  sh.node.slots.taken),
                 ("slots_given", "Concurrency slots of a queue given back by this node (once "
-                 "per queue and give-back)", sh.node.slots.given)):
+                 "per queue and give-back)", sh.node.slots.given),
+                ("tokens_taken", "Rate-limit tokens this node took from the shared buckets",
+                 sh.node.tokens.taken),
+                ("tokens_given", "Rate-limit tokens this node gave back to the shared buckets "
+                 "unused", sh.node.tokens.given)):
             yield CounterMetricFamily(f"jobgate_shared_{name}", doc, value=value)
 
     def _connections(self):

@@ -32,7 +32,7 @@ import time
 
 import anyio
 
-from core.api import fire_due, keep_slots, take_slots
+from core.api import fire_due, give_tokens, keep_slots, take_slots, take_tokens
 
 from .logs import event
 
@@ -105,19 +105,27 @@ class SharedLink:
             self.again = True
             return
         demand, wants = self.node.start_round()
-        if not demand and not wants:
+        tokens = self.node.tokens.asked
+        if not demand and not wants and not tokens:
             self.node.end_probes()
             return
         self.pending = True
         self.again = False
-        self.tasks.put(("claim", (demand, wants)))
+        self.tasks.put(("claim", (demand, wants, tokens)))
 
-    def _claimed(self, rows, grants=None) -> None:
-        """A claim round ended: `rows` claimed (None: it failed), `grants` the concurrency
-        slots it took first (core/shared_slots.py; None: none asked for, or it failed)."""
+    def _granted(self, grants, tokens) -> bool:
+        """Install what a claim round took before its claim: concurrency slots
+        (core/shared_slots.py) and rate-limit tokens (core/shared_tokens.py), each None when
+        none were asked for or the take failed. True when waiters may reserve more now."""
+        more = self.node.slots.granted(grants)
+        return self.node.tokens.granted(tokens) or more
+
+    def _claimed(self, rows, grants=None, tokens=None) -> None:
+        """A claim round ended: `rows` claimed (None: it failed), `grants` and `tokens` the
+        concurrency slots and rate-limit tokens it took first (_granted)."""
         self.pending = False
         self.claims += 1
-        more = self.node.slots.granted(grants)
+        more = self._granted(grants, tokens)
         if more:
             self.node.carry_probes()   # the next round claims under the new slots
         if rows is None:   # the claim failed: no queue is known to be empty
@@ -154,6 +162,10 @@ class SharedLink:
             self._want()
 
     def _slots_freed(self, queue_name: str) -> None:
+        """A `jobgate_slots` notice: concurrency slots (core/shared_slots.py) or rate-limit
+        tokens (core/shared_tokens.py) of the queue were given back: take them if reservers
+        wait here."""
+        self.node.tokens.freed(queue_name)
         if self.node.slots.freed(queue_name):
             self._want()
 
@@ -220,6 +232,9 @@ class SharedLink:
                 slots = self.node.slots.tick(int(now))   # concurrency slots (shared_slots)
                 if slots is not None:
                     self.tasks.put(("slots", slots))
+                back = self.node.tokens.tick()   # rate-limit tokens unused here (shared_tokens)
+                if back is not None:
+                    self.tasks.put(("tokens", back))
                 if now - last_rescue >= RESCUE_MS:
                     last_rescue = now
                     # rows this node claimed whose answer it lost (the claim committed, its
@@ -272,22 +287,31 @@ class SharedLink:
                     conn = self.store.raw()
                 now = self.clock.wall_ms()
                 if kind == "claim":
-                    demand, wants = arg
-                    grants = None
+                    demand, wants, want_tokens = arg
+                    grants = tokens = None
+                    if want_tokens:
+                        tokens = take_tokens(conn, want_tokens)
                     if wants:
-                        grants = take_slots(conn, self.store.node, wants)
+                        try:
+                            grants = take_slots(conn, self.store.node, wants)
+                        except Exception:
+                            if tokens:   # taken and committed: the node uses them still
+                                self._post(self._granted, None, tokens)
+                            raise
                     try:
                         rows = self.store.claim(conn, demand, now)
                     except Exception:
-                        if grants:   # taken and committed: the node uses them still
-                            self._post(self.node.slots.granted, grants)
+                        if grants or tokens:   # taken and committed: the node uses them
+                            self._post(self._granted, grants, tokens)
                         raise
-                    self._post(self._claimed, rows, grants)
+                    self._post(self._claimed, rows, grants, tokens)
                 elif kind == "slots":
                     n, lapsed = keep_slots(conn, self.store.node, *arg)
                     self.slot_notices += n
                     if lapsed:   # other nodes may have taken them: take again first
                         self._post(self.node.slots.lapsed, lapsed)
+                elif kind == "tokens":
+                    give_tokens(conn, arg)
                 elif kind == "ids":
                     self._post(self.node.set_block, self.store.next_block(conn))
                 elif kind == "promote":

@@ -34,6 +34,9 @@ def test_a_rate_limited_queue_without_slots_arms_no_timer_due_now():
     got = Got()
     assert p.reserve(p.new_owner("bunqueue"), ["q"], 10_000, got) is WAITING
     p.put("q", b"x", 0, 0, 60_000, "bunqueue")
+    assert node.tokens.wants({}) == {"q": (100, 1000, 1)}   # shared mode: no token here yet
+    node.tokens.start({"q": (100, 1000, 1)})
+    assert node.tokens.granted({"q": (1, None)}) is True    # the database's bucket gave one
     p.tick()                        # returns (it spun for ever before the fix)
     assert got.results == []        # no slot held: not served
     due = p.next_due()
@@ -165,17 +168,19 @@ def test_a_stale_grant_is_not_kept_when_the_limit_comes_back():
 
 def test_a_rate_limited_waiter_asks_for_a_slot_when_its_token_is_due():
     """Limit 1 and a rate of 1 per second; the node's worker reserves and finishes a job (the
-    token is spent, the slot given back at the tick). A second worker waits while the queue's
-    jobs are in the database (none ready here): its rate limit holds it back, so it asks for
-    no slot. docs/scaling.md: a node without a slot "tries again ... when its rate limit's
-    next token is due". Nothing is armed for the token (no ready job here, so
-    _limit_blocked never runs): once the token is due, no claim round is asked for, and the
-    worker waits for the poll (database.poll_interval_ms) or a notification."""
+    token taken from the database's bucket is spent, the slot given back at the tick). A
+    second worker waits while the queue's jobs are in the database (none ready here): with
+    no token it asks for no slot but for a token; the take finds the bucket empty, the next
+    token 1 s away, and asks again only then (docs/scaling.md "Rate limits across nodes"):
+    the node's tick asks for a claim round when it is due, and that round's take gets it;
+    then the worker wants a slot."""
     p, node = _node()
     asked = []
     node.on_demand = lambda: asked.append(p.clock.monotonic_ms())
     p.set_concurrency("q", 1)
     p.set_rate_limit("q", 1, 1000)
+    node.tokens.start({"q": (1, 1000, 1)})
+    assert node.tokens.granted({"q": (1, None)}) is True   # the bucket starts full: 1
     node.slots.start({}, {"q": (1, 1, 0)})
     node.slots.granted({"q": (1, 1)})
     o = p.new_owner("beanstalk")
@@ -188,16 +193,24 @@ def test_a_rate_limited_waiter_asks_for_a_slot_when_its_token_is_due():
     assert node.slots.held == {}                      # given back: nothing may reserve now
     got = Got()
     assert p.reserve(p.new_owner("beanstalk"), ["q"], 100_000, got) is WAITING
-    assert node.slots.wants({}, set()) == {}          # the rate limit holds it back
-    assert node.slots.rate_held == {"q"}
+    assert node.slots.wants({}, set()) == {}          # no token here: no slot asked for
+    assert node.tokens.wants({}) == {"q": (1, 1000, 1)}
+    node.tokens.start({"q": (1, 1000, 1)})
+    assert node.tokens.granted({"q": (0, 1000)}) is False   # empty, the next one in 1 s
+    assert node.tokens.wants({}) == {}                # not asked again before then
+    assert node.tokens.wants({}, retry=True) == {"q": (1, 1000, 1)}   # (the poll asks)
     asked.clear()
     asked_from = p.clock.monotonic_ms()
     for i in range(15):                               # 1.5 s: the token is due after 1 s
         p.clock.advance(100)
         p.tick()
         node.slots.tick(200 + 100 * i)                # the gateway's 100 ms timer
-    assert node.slots.wants({}, set()) == {"q": (1, 1, 0)}   # it would take a slot now
+        assert node.tokens.tick() is None             # nothing to give back
     assert asked and 1000 <= asked[0] - asked_from <= 1100, asked   # when the token is due
+    assert node.tokens.wants({}) == {"q": (1, 1000, 1)}
+    node.tokens.start({"q": (1, 1000, 1)})
+    assert node.tokens.granted({"q": (1, None)}) is True
+    assert node.slots.wants({}, set()) == {"q": (1, 1, 0)}   # it would take a slot now
 
 
 def test_a_reconnected_listener_during_a_take_leaves_the_queue_takeable():

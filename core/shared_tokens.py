@@ -1,0 +1,219 @@
+"""Rate limits across nodes (issue 19; docs/scaling.md "Rate limits across nodes"): a bunqueue
+rate limit of r per window on a queue admits r reservations per window across every node of
+the database, not r per node.
+
+The token bucket of such a queue lives in table `queue_tokens` (migration 0013), one row per
+queue: `tokens` (a float), the `rate_max` and `window_ms` it is for, and `refilled_ms` (the
+database's wall clock when it was last refilled). A node in shared mode never refills its
+own bucket (core.limits.QueueSettings.granted): its engine admits a reservation while the
+tokens it took from the database last (`QueueSettings.tokens`) hold a whole one, and each
+reservation spends one, as on a single server.
+
+- **take** (claim thread, `take_tokens`, in the claim round before the slots and the claim):
+  reservers wait here and the tokens held here do not cover them: in one transaction, the
+  queue's row locked (FOR UPDATE), the bucket is refilled by the database's clock, up to
+  `rate_max` (a row made for another limit starts full: a new limit), and the node takes as
+  many whole tokens as its waiters need, at most what the bucket holds. None there: the
+  answer says in how many ms the next one is, and the node takes again then (`due`), not at
+  every ready job.
+- **give back** (`give_tokens`, from the node's 100 ms tick): tokens held here that no
+  reserver here can use now (nobody waits, or the waiters' queue has nothing ready here and
+  its last claim found no row) go back to the row (up to `rate_max`; dropped when the row is
+  for another limit now), so that a node does not sit on them while another node's workers
+  wait; it NOTIFYs `jobgate_slots` with the queue (the channel of slots given back), and a
+  node whose take found the bucket empty takes again (`freed`).
+- A node takes no token for a queue whose last claim found no row while nothing of it is
+  ready here (`emptied`, core/shared.py): a worker waiting on an empty queue does not take
+  and give back tokens in turn with the other nodes; the next ready notification, or the
+  poll, ends that.
+
+So every reservation spends a token that left the shared bucket once, and the bucket's
+outflow is the limit: at most `rate_max` at once and `rate_max` per window after. Tokens a
+node holds when it dies or stops are lost (the bucket refills). No I/O in SharedTokens (the
+gateway runs the statements on its claim thread). Units: ms.
+"""
+from __future__ import annotations
+
+import math
+
+from .shared_slots import SLOTS_CHANNEL
+
+#: the database's clock, wall ms
+_NOW = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+
+
+def take_tokens(conn, wants: dict) -> dict:
+    """Take tokens: `wants` maps a queue to (rate_max, window_ms, wanted). Returns queue ->
+    (taken, next_ms): `taken` whole tokens (0 when the bucket holds none, or the limit is
+    below 1 and admits nothing) and, when none were taken, the ms until the bucket holds one
+    (None: never, a limit below 1). One transaction per queue, queues in name order. Errors:
+    the driver's (psycopg.Error)."""
+    out = {}
+    cur = conn.cursor()
+    try:
+        for queue in sorted(wants):
+            rate, window, wanted = wants[queue]
+            cur.execute("INSERT INTO queue_tokens (queue, tokens, rate_max, window_ms, "
+                        f"refilled_ms) VALUES (%s, %s, %s, %s, {_NOW}) "
+                        "ON CONFLICT (queue) DO NOTHING", (queue, rate, rate, window))
+            cur.execute(f"SELECT tokens, rate_max, window_ms, refilled_ms, {_NOW} "
+                        "FROM queue_tokens WHERE queue = %s FOR UPDATE", (queue,))
+            tokens, rate0, window0, at, now = cur.fetchone()
+            if rate0 != rate or window0 != window:
+                tokens = rate   # made for another limit: a new limit starts full
+            elif now > at:
+                tokens = min(rate, tokens + (now - at) * rate / window)
+            taken = max(0, min(wanted, math.floor(tokens))) if rate >= 1 else 0
+            tokens -= taken
+            cur.execute("UPDATE queue_tokens SET tokens = %s, rate_max = %s, window_ms = %s, "
+                        "refilled_ms = %s WHERE queue = %s",
+                        (tokens, rate, window, max(now, at), queue))
+            conn.commit()
+            if taken or rate < 1:
+                out[queue] = (taken, None)
+            else:
+                out[queue] = (0, max(1, math.ceil((1 - tokens) * window / rate)))
+    finally:
+        cur.close()
+    return out
+
+
+def give_tokens(conn, back: dict) -> None:
+    """Give tokens back: `back` maps a queue to (rate_max, window_ms, tokens); a row made for
+    another limit since keeps its count. NOTIFY jobgate_slots for each queue. One
+    transaction. Errors: the driver's."""
+    cur = conn.cursor()
+    try:
+        for queue in sorted(back):
+            rate, window, n = back[queue]
+            cur.execute("UPDATE queue_tokens SET tokens = LEAST(rate_max, tokens + %s) "
+                        "WHERE queue = %s AND rate_max = %s AND window_ms = %s",
+                        (n, queue, rate, window))
+            cur.execute(f"SELECT pg_notify('{SLOTS_CHANNEL}', %s)", (queue,))
+        conn.commit()
+    finally:
+        cur.close()
+
+
+class SharedTokens:
+    """One node's side of the shared token buckets (see the module docstring); `node`:
+    core.shared.SharedNode. `asked`: queue -> (rate_max, window_ms, wanted) of the take
+    running now; `due`: queue -> monotonic ms before which a take would find no token;
+    `taken`, `given`: tokens taken and given back (tests, /metrics)."""
+
+    def __init__(self, node) -> None:
+        self.node = node
+        self.asked: dict = {}
+        self.due: dict = {}
+        self.taken = self.given = 0
+        for s in node.e.queue_settings.values():   # loaded at start: take them first
+            adopt(s)
+
+    def wants(self, more: dict, skip=frozenset(), retry: bool = False) -> dict:
+        """queue -> (rate_max, window_ms, wanted) for take_tokens: the queues with a rate
+        limit whose waiting reservers (plus `more` a batch reserve asked for, no more than
+        the concurrency limit leaves) need more tokens than held here, not paused, not in
+        `skip` (queues known to have no claimable rows) unless ready jobs wait here, and not
+        `due` later unless `retry` (the poll)."""
+        e = self.node.e
+        now = e.clock.monotonic_ms()
+        out = {}
+        for name, q in e.queues.items():
+            s = q.limits
+            if s is None or s.rate_max is None or not q.waiting or q.paused_until > now:
+                continue
+            if name in skip and not q.n_ready:
+                continue
+            if s.rate_expires_ms is not None and e._expire(s):
+                continue
+            adopt(s)
+            need = q.waiting + more.get(name, 0)
+            if s.concurrency is not None:
+                need = min(need, max(0, math.ceil(s.concurrency) - q.n_reserved))
+            have = math.floor(s.tokens)
+            if need <= have or not retry and self.due.get(name, 0) > now:
+                continue
+            out[name] = (s.rate_max, s.window_ms(), need - have)
+        return out
+
+    def start(self, wants: dict) -> None:
+        """A claim round starts after taking `wants` (see wants())."""
+        self.asked = wants
+
+    def granted(self, grants) -> bool:
+        """The round ended: add `grants` (take_tokens' answer; None when no take ran or it
+        failed) to the buckets here and serve the reservers they admit. True when a queue
+        got tokens (claim again: its waiters may take rows now). Tokens taken for a limit
+        that changed meanwhile are dropped (the row was for the old one)."""
+        asked, self.asked = self.asked, {}
+        if not grants:
+            return False
+        e = self.node.e
+        now = e.clock.monotonic_ms()
+        more = False
+        for name, (taken, next_ms) in grants.items():
+            q = e.queues.get(name)
+            s = None if q is None else q.limits
+            rate, window, _ = asked.get(name, (None, None, 0))
+            if s is None or s.rate_max != rate or s.window_ms() != window:
+                continue
+            adopt(s)
+            if taken:
+                s.tokens += taken
+                self.taken += taken
+                self.due.pop(name, None)
+                more = True
+                if q.n_ready:
+                    e._serve(q)
+            elif next_ms is not None:
+                self.due[name] = now + next_ms
+            else:   # a limit below 1: only a changed limit admits anything
+                self.due[name] = math.inf
+        return more
+
+    def limits_changed(self, name: str) -> None:
+        """The limits of queue `name` changed: a take may find tokens at once."""
+        self.due.pop(name, None)
+
+    def freed(self, name: str) -> None:
+        """A `jobgate_slots` notice: a node gave back slots or tokens of queue `name`; a take
+        may find tokens before the bucket refills."""
+        self.due.pop(name, None)
+
+    def tick(self):
+        """Every 100 ms: the give_tokens argument (queue -> (rate_max, window_ms, tokens))
+        for the whole tokens no reserver here can use now, or None; and a claim round asked
+        for when a queue's waiters reach the time its next token is due."""
+        node = self.node
+        e = node.e
+        now = e.clock.monotonic_ms()
+        if self.due:
+            for name, at in list(self.due.items()):
+                if at <= now:
+                    del self.due[name]
+                    q = e.queues.get(name)
+                    if q is not None and q.waiting:
+                        node.wait_started()
+        back = {}
+        for name, s in e.queue_settings.items():
+            if s.rate_max is None or not s.granted or s.tokens < 1 or name in self.asked:
+                continue
+            q = e.queues.get(name)
+            if q is not None and q.waiting and (q.n_ready or name not in node.emptied):
+                continue
+            n = math.floor(s.tokens)
+            s.tokens -= n
+            self.given += n
+            back[name] = (s.rate_max, s.window_ms(), n)
+        return back or None
+
+
+def adopt(s) -> None:
+    """Shared mode: the rate limit of settings `s` (core.limits.QueueSettings) takes its
+    tokens from the database; it starts with none here."""
+    if not s.granted:
+        s.granted = True
+        s.tokens = 0.0
+
+
+__all__ = ["SharedTokens", "adopt", "give_tokens", "take_tokens"]

@@ -1,0 +1,124 @@
+"""The engine's side of rate limits across nodes (core/shared_tokens.py), in process on the
+injectable clock: a node in shared mode (Port.share, no database) admits reservations of a
+rate-limited queue only with tokens taken from the database's bucket, never refills its own,
+asks for tokens only for waiters that could use them, and gives back what nobody here can
+use."""
+from __future__ import annotations
+
+from core.api import WAITING, ManualClock, Port
+
+
+def _node():
+    p = Port.create(ManualClock())
+    node = p.share("test:1:1")
+    asked = []
+    node.on_demand = lambda: asked.append(p.clock.monotonic_ms())
+    return p, node, asked
+
+
+def test_a_shared_node_never_refills_its_own_bucket():
+    """A rate of 5 per second set here: a single server's bucket starts full and refills; in
+    shared mode nothing is admitted before tokens come from the database, however long the
+    node waits, and then exactly as many reservations as tokens came."""
+    p, node, _ = _node()
+    p.set_rate_limit("q", 5, 1000)
+    for i in range(3):
+        p.put("q", b"%d" % i, 0, 0, 60_000, "bunqueue")
+    got = []
+    o = p.new_owner("bunqueue")
+    assert p.reserve(o, ["q"], 60_000, got.append) is WAITING
+    p.clock.advance(10_000)
+    p.tick()
+    assert got == []
+    assert node.tokens.wants({}) == {"q": (5, 1000, 1)}   # one waiter: one token
+    node.tokens.start({"q": (5, 1000, 1)})
+    assert node.tokens.granted({"q": (1, None)}) is True
+    assert len(got) == 1
+    r = p.reserve(p.new_owner("bunqueue"), ["q"], 60_000, got.append)
+    assert r is WAITING and len(got) == 1              # the token is spent
+    assert p.queue_limits("q")["rateLimit"] == {"max": 5, "duration": 1000}
+
+
+def test_tokens_are_wanted_for_the_waiters_only_and_not_for_an_emptied_queue():
+    """Three waiters want three tokens (two held here: one more); a queue whose last claim
+    found no row and has nothing ready here wants none (a waiter on an empty queue would
+    take and give back in turn with the other nodes), unless the poll asks; a paused queue
+    wants none."""
+    p, node, _ = _node()
+    p.set_rate_limit("q", 10, 1000)
+    for _ in range(3):
+        assert p.reserve(p.new_owner("bunqueue"), ["q"], 60_000, lambda r: None) is WAITING
+    assert node.tokens.wants({}) == {"q": (10, 1000, 3)}
+    assert node.tokens.wants({"q": 4}) == {"q": (10, 1000, 7)}   # a batch reserve's extra
+    node.tokens.start({"q": (10, 1000, 2)})
+    node.tokens.granted({"q": (2, None)})             # nothing ready: the waiters keep them
+    assert node.tokens.wants({}) == {"q": (10, 1000, 1)}
+    assert node.tokens.wants({}, skip={"q"}) == {}
+    assert node.tokens.wants({}, skip={"q"}, retry=True) == {}
+    p.pause("q", 60_000)
+    assert node.tokens.wants({}) == {}
+
+
+def test_unused_tokens_go_back_and_a_notice_ends_the_wait_for_the_next():
+    """Tokens held for waiters that left, or for waiters of a queue found empty, are given
+    back at the tick (whole ones, the fraction stays); a take that found the bucket empty
+    waits until the next token is due, unless another node's give-back is noticed first."""
+    p, node, asked = _node()
+    p.set_rate_limit("q", 4, 2000)
+    o = p.new_owner("bunqueue")
+    assert p.reserve(o, ["q"], 60_000, lambda r: None) is WAITING
+    node.tokens.start({"q": (4, 2000, 3)})
+    node.tokens.granted({"q": (3, None)})
+    assert node.tokens.tick() is None                 # a waiter may use them: kept
+    node.emptied.add("q")                             # its claim found no row
+    assert node.tokens.tick() == {"q": (4, 2000, 3)}
+    assert node.tokens.given == 3 and node.tokens.tick() is None
+    node.emptied.discard("q")
+    node.tokens.start({"q": (4, 2000, 1)})
+    assert node.tokens.granted({"q": (0, 500)}) is False   # empty: the next in 500 ms
+    assert node.tokens.wants({}) == {}
+    node.tokens.freed("q")                            # another node gave some back
+    assert node.tokens.wants({}) == {"q": (4, 2000, 1)}
+    node.tokens.start({"q": (4, 2000, 1)})
+    node.tokens.granted({"q": (0, 500)})
+    asked.clear()
+    p.clock.advance(500)
+    node.tokens.tick()
+    assert asked == [p.clock.monotonic_ms()]          # due: a claim round is asked for
+    p.cancel_wait(o)
+    node.tokens.start({"q": (4, 2000, 1)})
+    node.tokens.granted({"q": (2, None)})
+    assert node.tokens.tick() == {"q": (4, 2000, 2)}  # nobody waits any more
+
+
+def test_tokens_taken_under_a_changed_limit_are_dropped():
+    """A take that ran while the limit changed (another node's change installed meanwhile):
+    its tokens were the old bucket's, so they admit nothing here; the new limit's take is not
+    held back by the old one's `due`."""
+    p, node, _ = _node()
+    p.set_rate_limit("q", 2, 1000)
+    got = []
+    assert p.reserve(p.new_owner("bunqueue"), ["q"], 60_000, got.append) is WAITING
+    p.put("q", b"x", 0, 0, 60_000, "bunqueue")
+    node.tokens.start({"q": (2, 1000, 1)})
+    assert node.tokens.granted({"q": (0, 400)}) is False
+    node.tokens.start({"q": (2, 1000, 1)})
+    p.set_rate_limit("q", 3, 1000)                    # changed while the take ran
+    assert node.tokens.granted({"q": (1, None)}) is False and got == []
+    assert node.tokens.wants({}) == {"q": (3, 1000, 1)}   # not held back by the old `due`
+
+
+def test_a_limit_below_one_admits_nothing_until_it_changes():
+    """bunqueue: a rate limit below 1 admits nothing (core/limits.py); the bucket answers no
+    token and no time for one: the node asks again only when the limit changes."""
+    p, node, asked = _node()
+    p.set_rate_limit("q", 0, 1000)
+    assert p.reserve(p.new_owner("bunqueue"), ["q"], 60_000, lambda r: None) is WAITING
+    node.tokens.start({"q": (0, 1000, 1)})
+    node.tokens.granted({"q": (0, None)})
+    asked.clear()
+    p.clock.advance(60_000)
+    node.tokens.tick()
+    assert asked == [] and node.tokens.wants({}) == {}
+    p.set_rate_limit("q", 1, 1000)
+    assert node.tokens.wants({}) == {"q": (1, 1000, 1)}
