@@ -147,7 +147,9 @@ class Limits(LimitChecks):
         s.rate_duration_ms = _positive(duration_ms)
         ttl = _positive(ttl_ms)
         s.rate_expires_ms = None if ttl is None else self.clock.wall_ms() + ttl
-        if not s.granted:   # shared mode: the database's bucket starts full (shared_tokens)
+        if s.granted:   # shared mode: tokens held were the old limit's; the database's
+            s.tokens = 0.0   # bucket gives the new one's (core/shared_tokens.py)
+        else:
             s.tokens = limit
             s.refilled = self.clock.monotonic_ms()
         self._settings_changed(s)
@@ -219,6 +221,8 @@ class Limits(LimitChecks):
         dispatch or reserve: a lazy expiry)."""
         name = s.queue
         j = self.journal
+        if s.granted and s.rate_max is None:
+            s.tokens = 0.0   # shared mode: tokens of a cleared or ended limit are dropped
         if s.empty:
             self.queue_settings.pop(name, None)
         if j is not None:

@@ -154,7 +154,7 @@ queue_tokens = sa.Table(
     sa.Column("queue", sa.String(256), primary_key=True),
     sa.Column("tokens", sa.Float, nullable=False),
     sa.Column("rate_max", sa.Float, nullable=False),
-    sa.Column("window_ms", sa.BigInteger, nullable=False),
+    sa.Column("window_ms", sa.Float, nullable=False),
     sa.Column("refilled_ms", sa.BigInteger, nullable=False),
 )
 

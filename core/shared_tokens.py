@@ -105,6 +105,7 @@ class SharedTokens:
         self.node = node
         self.asked: dict = {}
         self.due: dict = {}
+        self._noticed: set = set()   # queues given back elsewhere while a take ran
         self.taken = self.given = 0
         for s in node.e.queue_settings.values():   # loaded at start: take them first
             adopt(s)
@@ -114,7 +115,8 @@ class SharedTokens:
         limit whose waiting reservers (plus `more` a batch reserve asked for, no more than
         the concurrency limit leaves) need more tokens than held here, not paused, not in
         `skip` (queues known to have no claimable rows) unless ready jobs wait here, and not
-        `due` later unless `retry` (the poll)."""
+        `due` later unless `retry` (the poll). A limit held as a float window is compared
+        as stored (the row's `window_ms` is a float too)."""
         e = self.node.e
         now = e.clock.monotonic_ms()
         out = {}
@@ -144,8 +146,11 @@ class SharedTokens:
         """The round ended: add `grants` (take_tokens' answer; None when no take ran or it
         failed) to the buckets here and serve the reservers they admit. True when a queue
         got tokens (claim again: its waiters may take rows now). Tokens taken for a limit
-        that changed meanwhile are dropped (the row was for the old one)."""
+        that changed meanwhile are dropped (the row was for the old one). A take that found
+        none sets the time of the next token, unless a give-back was noticed while it ran
+        (that take may not have seen it: the next round takes again)."""
         asked, self.asked = self.asked, {}
+        noticed, self._noticed = self._noticed, set()
         if not grants:
             return False
         e = self.node.e
@@ -165,6 +170,8 @@ class SharedTokens:
                 more = True
                 if q.n_ready:
                     e._serve(q)
+            elif name in noticed:
+                self.due.pop(name, None)
             elif next_ms is not None:
                 self.due[name] = now + next_ms
             else:   # a limit below 1: only a changed limit admits anything
@@ -177,8 +184,11 @@ class SharedTokens:
 
     def freed(self, name: str) -> None:
         """A `jobgate_slots` notice: a node gave back slots or tokens of queue `name`; a take
-        may find tokens before the bucket refills."""
+        may find tokens before the bucket refills (also when the take running now found
+        none: it may have run before the give-back committed)."""
         self.due.pop(name, None)
+        if name in self.asked:
+            self._noticed.add(name)
 
     def tick(self):
         """Every 100 ms: the give_tokens argument (queue -> (rate_max, window_ms, tokens))

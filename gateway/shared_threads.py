@@ -45,7 +45,11 @@ class LinkThreads:
                     demand, wants, want_tokens = arg
                     grants = tokens = None
                     if want_tokens:
-                        tokens = take_tokens(conn, want_tokens)
+                        try:
+                            tokens = take_tokens(conn, want_tokens)
+                        except Exception as e:   # the claim runs still (other queues)
+                            conn.rollback()      # raises when the session is gone
+                            log.warning("taking rate-limit tokens failed: %s", e)
                     if wants:
                         try:
                             grants = take_slots(conn, self.store.node, wants)

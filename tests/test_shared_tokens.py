@@ -96,3 +96,42 @@ def test_tokens_a_node_cannot_use_go_to_another_node(nodes):
     assert tokens < 1                                 # b's worker spent it
     assert metric(a, "jobgate_shared_tokens_given_total") >= 1
     assert metric(b, "jobgate_shared_tokens_taken_total") >= 1
+
+
+def test_a_fractional_window_is_one_limit(nodes):
+    """RateLimit takes any finite duration (a single server keeps 60000.5 ms as it is). The
+    bucket row keeps it as given: a rate of 2 per 60000.5 ms serves two of six waiting
+    workers in 3 s (review: a BIGINT column stored 60000, every take saw "another limit" and
+    refilled the bucket, and all six were served)."""
+    a, b = nodes(2, poll_ms=200)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    _rate_everywhere([qa, qb], "fr", 2, 60000.5)
+    for i in range(8):
+        qa.push("fr", {"i": i})
+    workers = [BQ(n.bunqueue_port) for n in (a, b) for _ in range(3)]
+    t0 = time.monotonic()
+    for i, w in enumerate(workers):
+        w.send({"cmd": "PULL", "queue": "fr", "owner": f"w{i}", "lockTtl": 60_000,
+                "timeout": 20_000, "reqId": f"p{i}"})
+    served: dict = {}
+    _collect(workers, served, t0 + 3.0, t0)
+    assert len(served) == 2, served
+
+
+def test_a_huge_window_does_not_stop_the_nodes_claims(nodes):
+    """A rate limit whose window is above 2**63 ms (finite: accepted, harmless on a single
+    server): a worker waiting for that queue on a does not keep a's other workers from the
+    database's jobs (review: the take failed, bigint out of range, and with it the claim of
+    every queue of the round), and it is served itself (the bucket starts full)."""
+    a, b = nodes(2, poll_ms=200)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    _rate_everywhere([qa, qb], "huge", 5, 1e19)
+    wa = BQ(a.bunqueue_port)
+    wa.send({"cmd": "PULL", "queue": "huge", "owner": "wa", "lockTtl": 60_000,
+             "timeout": 30_000, "reqId": "wa"})
+    time.sleep(0.5)
+    job = qb.push("plain", {"n": 1})        # an unlimited queue's job, put on b
+    r = qa.pull("plain", owner="wp", lockTtl=60_000, timeout=5000)
+    assert r["job"] is not None and r["job"]["id"] == job, r
+    limited = qb.push("huge", {"n": 2})
+    assert wa.recv_reply("wa", 5)["job"]["id"] == limited

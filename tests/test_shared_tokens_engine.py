@@ -122,3 +122,22 @@ def test_a_limit_below_one_admits_nothing_until_it_changes():
     assert asked == [] and node.tokens.wants({}) == {}
     p.set_rate_limit("q", 1, 1000)
     assert node.tokens.wants({}) == {"q": (1, 1000, 1)}
+
+
+def test_a_give_back_noticed_while_the_take_runs_is_not_lost():
+    """Node a's take finds the bucket empty (rate 1 per minute); node b's give-back commits
+    and its notice reaches a while a's round still runs (review: freed() cleared `due`, then
+    granted() set it again from the take's answer, and a's waiter waited for the next
+    refill). As the slots do with `_noticed`, a takes again at once."""
+    p, node, _ = _node()
+    p.set_rate_limit("q", 1, 60_000)
+    assert p.reserve(p.new_owner("bunqueue"), ["q"], 600_000, lambda r: None) is WAITING
+    p.put("q", b"x", 0, 0, 60_000, "bunqueue")
+    node.start_round()
+    assert node.tokens.asked == {"q": (1, 60_000, 1)}
+    node.tokens.freed("q")                               # b's give-back, noticed meanwhile
+    node.tokens.granted({"q": (0, 59_000)})              # a's take had found none
+    assert node.tokens.wants({}) == {"q": (1, 60_000, 1)}
+    node.tokens.start({"q": (1, 60_000, 1)})
+    node.tokens.granted({"q": (0, 59_000)})              # no notice this time
+    assert node.tokens.wants({}) == {}

@@ -6,7 +6,8 @@ bucket in this table, so that the limit counts the reservations of every node
 - `queue`: one row per rate-limited queue a node took tokens of.
 - `tokens`: what the bucket held at `refilled_ms` (a float: a window refills continuously).
 - `rate_max`, `window_ms`: the limit the bucket is for (a node taking under another limit
-  starts it full again: a new limit).
+  starts it full again: a new limit); floats, as bunqueue takes any finite number for both
+  (a window of 60000.5 ms stays that, 1e19 ms fits).
 - `refilled_ms`: the database's wall ms of the last refill.
 
 Unused by single-node servers (their buckets are in memory).
@@ -29,7 +30,7 @@ def upgrade() -> None:
         sa.Column("queue", sa.String(256), primary_key=True),
         sa.Column("tokens", sa.Float, nullable=False),
         sa.Column("rate_max", sa.Float, nullable=False),
-        sa.Column("window_ms", sa.BigInteger, nullable=False),
+        sa.Column("window_ms", sa.Float, nullable=False),
         sa.Column("refilled_ms", sa.BigInteger, nullable=False),
     )
 
