@@ -29,6 +29,23 @@ def _rate_everywhere(clients, queue: str, limit: int, duration_ms: int) -> None:
     raise AssertionError("the rate limit did not reach every node")
 
 
+def _six_waiting(nodes, queue: str, limit, duration_ms) -> tuple:
+    """Two nodes, the rate limit on both, eight jobs pushed on the first, then three workers
+    on each node sending a PULL that waits 20 s (reqId p<i>): (the workers, monotonic time
+    of the first PULL)."""
+    a, b = nodes(2, poll_ms=200)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    _rate_everywhere([qa, qb], queue, limit, duration_ms)
+    for i in range(8):
+        qa.push(queue, {"i": i})
+    workers = [BQ(n.bunqueue_port) for n in (a, b) for _ in range(3)]
+    t0 = time.monotonic()
+    for i, w in enumerate(workers):
+        w.send({"cmd": "PULL", "queue": queue, "owner": f"w{i}", "lockTtl": 60_000,
+                "timeout": 20_000, "reqId": f"p{i}"})
+    return workers, t0
+
+
 def _collect(workers: list, served: dict, until: float, t0: float) -> None:
     """Record the PULL replies (reqId p<i> on workers[i]) that come before monotonic `until`:
     served[i] = (seconds after t0, reply)."""
@@ -49,16 +66,7 @@ def test_a_rate_limit_counts_the_reservations_of_every_node(nodes):
     full bucket serves two jobs in all, not two per node; the refill (one token every 2 s)
     serves the next ones, never more than the bucket allows; the database's bucket is the
     one that was spent."""
-    a, b = nodes(2, poll_ms=200)
-    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
-    _rate_everywhere([qa, qb], "rt", 2, 4000)
-    for i in range(8):
-        qa.push("rt", {"i": i})
-    workers = [BQ(n.bunqueue_port) for n in (a, b) for _ in range(3)]
-    t0 = time.monotonic()
-    for i, w in enumerate(workers):
-        w.send({"cmd": "PULL", "queue": "rt", "owner": f"w{i}", "lockTtl": 60_000,
-                "timeout": 20_000, "reqId": f"p{i}"})
+    workers, t0 = _six_waiting(nodes, "rt", 2, 4000)
     served: dict = {}
     _collect(workers, served, t0 + 1.5, t0)
     assert len(served) == 2, served                   # per node: four
@@ -103,16 +111,7 @@ def test_a_fractional_window_is_one_limit(nodes):
     bucket row keeps it as given: a rate of 2 per 60000.5 ms serves two of six waiting
     workers in 3 s (review: a BIGINT column stored 60000, every take saw "another limit" and
     refilled the bucket, and all six were served)."""
-    a, b = nodes(2, poll_ms=200)
-    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
-    _rate_everywhere([qa, qb], "fr", 2, 60000.5)
-    for i in range(8):
-        qa.push("fr", {"i": i})
-    workers = [BQ(n.bunqueue_port) for n in (a, b) for _ in range(3)]
-    t0 = time.monotonic()
-    for i, w in enumerate(workers):
-        w.send({"cmd": "PULL", "queue": "fr", "owner": f"w{i}", "lockTtl": 60_000,
-                "timeout": 20_000, "reqId": f"p{i}"})
+    workers, t0 = _six_waiting(nodes, "fr", 2, 60000.5)
     served: dict = {}
     _collect(workers, served, t0 + 3.0, t0)
     assert len(served) == 2, served

@@ -39,6 +39,15 @@ def _rounds(p, node, conn, n: int = 3) -> None:
             node.tokens.granted(take_tokens(conn, node.tokens.asked))
 
 
+def _waiting_and_ready(p, got: list, waiters: int, jobs: int) -> None:
+    """`waiters` reserves of queue q waiting (their jobs appended to `got`), then `jobs`
+    ready jobs put in it."""
+    for _ in range(waiters):
+        assert p.reserve(p.new_owner("bunqueue"), ["q"], 600_000, got.append) is WAITING
+    for i in range(jobs):
+        p.put("q", b"%d" % i, 0, 0, 60_000, "bunqueue")
+
+
 def test_a_limit_changed_through_the_node_holding_tokens_starts_from_the_new_bucket(conn):
     """Rate 2 per minute: the node took both tokens for two waiters, nothing ready yet. The
     limit changed through this node to 3 per minute: a single server's bucket is then full
@@ -52,10 +61,7 @@ def test_a_limit_changed_through_the_node_holding_tokens_starts_from_the_new_buc
     _rounds(p, node, conn, 1)
     assert got == [] and p._engine.queue_settings["q"].tokens == 2
     p.set_rate_limit("q", 3, 60_000)
-    for _ in range(3):
-        assert p.reserve(p.new_owner("bunqueue"), ["q"], 600_000, got.append) is WAITING
-    for i in range(5):
-        p.put("q", b"%d" % i, 0, 0, 60_000, "bunqueue")
+    _waiting_and_ready(p, got, 3, 5)
     _rounds(p, node, conn)
     assert len(got) == 3, got
 
@@ -79,10 +85,7 @@ def test_tokens_held_when_the_limit_is_cleared_are_dropped(conn):
     conn.execute("UPDATE queue_tokens SET refilled_ms = refilled_ms - 60000")   # a minute
     conn.commit()
     p.set_rate_limit("q", 2, 60_000)
-    for _ in range(4):
-        assert p.reserve(p.new_owner("bunqueue"), ["q"], 600_000, got.append) is WAITING
-    for i in range(4):
-        p.put("q", b"%d" % i, 0, 0, 60_000, "bunqueue")
+    _waiting_and_ready(p, got, 4, 4)
     _rounds(p, node, conn)
     assert len(got) == 2, got
 
