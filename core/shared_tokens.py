@@ -17,8 +17,10 @@ reservation spends one, as on a single server.
   answer says in how many ms the next one is, and the node takes again then (`due`), not at
   every ready job.
 - **give back** (`give_tokens`, from the node's 100 ms tick): tokens held here that no
-  reserver here can use now (nobody waits, or the waiters' queue has nothing ready here and
-  its last claim found no row) go back to the row (up to `rate_max`; dropped when the row is
+  reserver here can use now (nobody waits, the queue is paused, its waiters' queue has
+  nothing ready here and its last claim found no row, or its concurrency slots are held
+  elsewhere and the node waits for one; never those of a queue the running claim round is
+  for) go back to the row (up to `rate_max`; dropped when the row is
   for another limit now), so that a node does not sit on them while another node's workers
   wait; it NOTIFYs `jobgate_slots` with the queue (the channel of slots given back), and a
   node whose take found the bucket empty takes again (`freed`).
@@ -36,43 +38,74 @@ from __future__ import annotations
 
 import math
 
+import msgpack
+
 from .shared_slots import SLOTS_CHANNEL
 
+#: ms after which a node whose rate limit is not the stored one takes again (by then it has
+#: installed the stored one, or committed its own change)
+SETTLE_MS = 250
 #: the database's clock, wall ms
 _NOW = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+
+
+def _stored_limit(cur, queue: str):
+    """The (rate_max, window_ms) of `queue`'s stored rate limit (its queue_settings row, which
+    every node installs: core/shared_settings.py), or None when it has none."""
+    from .limits import DEFAULT_WINDOW_MS
+    cur.execute("SELECT spec FROM queue_settings WHERE queue = %s", (queue,))
+    row = cur.fetchone()
+    if row is None:
+        return None
+    spec = msgpack.unpackb(bytes(row[0]), raw=False, strict_map_key=False)
+    rate = spec.get("rateLimit")
+    if rate is None:
+        return None
+    return rate, spec.get("rateLimitDuration") or DEFAULT_WINDOW_MS
 
 
 def take_tokens(conn, wants: dict) -> dict:
     """Take tokens: `wants` maps a queue to (rate_max, window_ms, wanted). Returns queue ->
     (taken, next_ms): `taken` whole tokens (0 when the bucket holds none, or the limit is
-    below 1 and admits nothing) and, when none were taken, the ms until the bucket holds one
-    (None: never, a limit below 1). One transaction per queue, queues in name order. Errors:
-    the driver's (psycopg.Error)."""
+    below 1 and admits nothing) and, when none were taken, the ms until a take may get one
+    (None: never, a limit below 1). The bucket is for the queue's stored limit: a row made
+    for other values starts full (a new limit), and a node whose limit is not the stored one
+    (its install of a change is on the way, or its own change is not committed yet) gets
+    none, and asks again after SETTLE_MS. One transaction per queue, queues in name order.
+    Errors: the driver's (psycopg.Error)."""
     out = {}
     cur = conn.cursor()
     try:
         for queue in sorted(wants):
             rate, window, wanted = wants[queue]
+            stored = _stored_limit(cur, queue)
+            if stored is None or stored[0] != rate or stored[1] != window:
+                conn.commit()
+                out[queue] = (0, SETTLE_MS)
+                continue
+            # the row keeps the values as floats: compared as stored (2**53 + 1 ms is one
+            # limit too)
+            rate_f, window_f = float(rate), float(window)
             cur.execute("INSERT INTO queue_tokens (queue, tokens, rate_max, window_ms, "
                         f"refilled_ms) VALUES (%s, %s, %s, %s, {_NOW}) "
-                        "ON CONFLICT (queue) DO NOTHING", (queue, rate, rate, window))
+                        "ON CONFLICT (queue) DO NOTHING", (queue, rate_f, rate_f, window_f))
             cur.execute(f"SELECT tokens, rate_max, window_ms, refilled_ms, {_NOW} "
                         "FROM queue_tokens WHERE queue = %s FOR UPDATE", (queue,))
             tokens, rate0, window0, at, now = cur.fetchone()
-            if rate0 != rate or window0 != window:
-                tokens = rate   # made for another limit: a new limit starts full
+            if rate0 != rate_f or window0 != window_f:
+                tokens = rate_f   # made for other values: a new limit starts full
             elif now > at:
-                tokens = min(rate, tokens + (now - at) * rate / window)
+                tokens = min(rate_f, tokens + (now - at) * rate_f / window_f)
             taken = max(0, min(wanted, math.floor(tokens))) if rate >= 1 else 0
             tokens -= taken
             cur.execute("UPDATE queue_tokens SET tokens = %s, rate_max = %s, window_ms = %s, "
                         "refilled_ms = %s WHERE queue = %s",
-                        (tokens, rate, window, max(now, at), queue))
+                        (tokens, rate_f, window_f, max(now, at), queue))
             conn.commit()
             if taken or rate < 1:
                 out[queue] = (taken, None)
             else:
-                out[queue] = (0, max(1, math.ceil((1 - tokens) * window / rate)))
+                out[queue] = (0, max(1, math.ceil((1 - tokens) * window_f / rate_f)))
     finally:
         cur.close()
     return out
@@ -88,7 +121,7 @@ def give_tokens(conn, back: dict) -> None:
             rate, window, n = back[queue]
             cur.execute("UPDATE queue_tokens SET tokens = LEAST(rate_max, tokens + %s) "
                         "WHERE queue = %s AND rate_max = %s AND window_ms = %s",
-                        (n, queue, rate, window))
+                        (n, queue, float(rate), float(window)))
             cur.execute(f"SELECT pg_notify('{SLOTS_CHANNEL}', %s)", (queue,))
         conn.commit()
     finally:
@@ -130,8 +163,11 @@ class SharedTokens:
                 continue
             adopt(s)
             need = q.waiting + more.get(name, 0)
-            if s.concurrency is not None:
-                need = min(need, max(0, math.ceil(s.concurrency) - q.n_reserved))
+            if s.concurrency is not None:   # no more than the limit leaves, and while the
+                # node waits for a slot (`denied`) no more than the slots held here leave
+                cap = (self.node.slots.held.get(name, 0) if name in self.node.slots.denied
+                       else math.ceil(s.concurrency))
+                need = min(need, max(0, cap - q.n_reserved))
             have = math.floor(s.tokens)
             if need <= have or not retry and self.due.get(name, 0) > now:
                 continue
@@ -205,17 +241,32 @@ class SharedTokens:
                     if q is not None and q.waiting:
                         node.wait_started()
         back = {}
+        busy = node.slots.busy   # the queues the running claim round is for
         for name, s in e.queue_settings.items():
-            if s.rate_max is None or not s.granted or s.tokens < 1 or name in self.asked:
+            if s.rate_max is None or not s.granted or s.tokens < 1 or name in self.asked \
+                    or name in busy:
                 continue
-            q = e.queues.get(name)
-            if q is not None and q.waiting and (q.n_ready or name not in node.emptied):
-                continue
-            n = math.floor(s.tokens)
-            s.tokens -= n
-            self.given += n
-            back[name] = (s.rate_max, s.window_ms(), n)
+            n = math.floor(s.tokens) - self._usable(name, e.queues.get(name), s, now)
+            if n > 0:
+                s.tokens -= n
+                self.given += n
+                back[name] = (s.rate_max, s.window_ms(), n)
         return back or None
+
+    def _usable(self, name: str, q, s, now: int) -> int:
+        """How many tokens the reservers of queue `q` (settings `s`) waiting here could spend
+        now (one each, and what batch reserves asked for more): none while nobody waits, the queue is paused, or nothing is ready here and its
+        last claim found no row; with a concurrency limit whose slots the node waits for
+        (`denied`), no more than the slots held here leave."""
+        node = self.node
+        if q is None or not q.waiting or q.paused_until > now:
+            return 0
+        if not q.n_ready and name in node.emptied:
+            return 0
+        n = q.waiting + node.more.get(name, 0)   # (a batch reserve's extra jobs)
+        if s.concurrency is not None and name in node.slots.denied:
+            n = min(n, max(0, node.slots.held.get(name, 0) - q.n_reserved))
+        return n
 
 
 def adopt(s) -> None:

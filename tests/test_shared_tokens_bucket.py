@@ -5,11 +5,13 @@ tokens, and windows the bucket row must keep as given (review of the rate limits
 nodes). Needs JOBGATE_TEST_PG_URL (skipped with a clear reason without it)."""
 from __future__ import annotations
 
+import msgpack
 import psycopg
 import pytest
 import sqlalchemy as sa
 
 from core.api import WAITING, ManualClock, Port, give_tokens, take_tokens
+from core.shared_tokens import SETTLE_MS
 
 
 def _node():
@@ -29,6 +31,17 @@ def conn(pg_url):
     c = psycopg.connect(pg_url.replace("postgresql+psycopg://", "postgresql://"))
     yield c
     c.close()
+
+
+def _stored(conn, queue: str, rate, window) -> None:
+    """Store a rate limit of `queue` as the commit of the node it was set through does (the
+    stored limit a take compares with; the in-process nodes here have no store)."""
+    spec = msgpack.packb({"rateLimit": rate, "rateLimitDuration": window,
+                          "rateLimitExpiresAt": None, "concurrencyLimit": None,
+                          "stallConfig": None}, use_bin_type=True)
+    conn.execute("INSERT INTO queue_settings (queue, spec) VALUES (%s, %s) ON CONFLICT "
+                 "(queue) DO UPDATE SET spec = EXCLUDED.spec", (queue, spec))
+    conn.commit()
 
 
 def _rounds(p, node, conn, n: int = 3) -> None:
@@ -55,12 +68,14 @@ def test_a_limit_changed_through_the_node_holding_tokens_starts_from_the_new_buc
     starts full: 3 reservations at once, not 5 (review)."""
     p, node = _node()
     p.set_rate_limit("q", 2, 60_000)
+    _stored(conn, "q", 2, 60_000)
     got = []
     for _ in range(2):
         assert p.reserve(p.new_owner("bunqueue"), ["q"], 600_000, got.append) is WAITING
     _rounds(p, node, conn, 1)
     assert got == [] and p._engine.queue_settings["q"].tokens == 2
     p.set_rate_limit("q", 3, 60_000)
+    _stored(conn, "q", 3, 60_000)
     _waiting_and_ready(p, got, 3, 5)
     _rounds(p, node, conn)
     assert len(got) == 3, got
@@ -73,6 +88,7 @@ def test_tokens_held_when_the_limit_is_cleared_are_dropped(conn):
     p, node = _node()
     p.set_stall_config("q", {"maxStalls": 5})
     p.set_rate_limit("q", 2, 60_000)
+    _stored(conn, "q", 2, 60_000)
     got, owners = [], [p.new_owner("bunqueue") for _ in range(2)]
     for o in owners:
         assert p.reserve(o, ["q"], 600_000, got.append) is WAITING
@@ -92,8 +108,12 @@ def test_tokens_held_when_the_limit_is_cleared_are_dropped(conn):
 
 def test_the_bucket_keeps_any_finite_window(conn):
     """Windows as bunqueue takes them: 60000.5 ms is one limit across takes (not a new,
-    full bucket each time), 1e19 ms is stored (not an out-of-range error); give_tokens finds
-    the row by the same values."""
+    full bucket each time), 1e19 ms is stored (not an out-of-range error), an int window
+    of 2**53 + 1 ms (a float column cannot hold it exactly) is one limit too; give_tokens
+    finds the row by the same values."""
+    _stored(conn, "a", 2, 60000.5)
+    _stored(conn, "b", 5, 1e19)
+    _stored(conn, "c", 2, 2**53 + 1)
     assert take_tokens(conn, {"a": (2, 60000.5, 2)}) == {"a": (2, None)}
     taken, next_ms = take_tokens(conn, {"a": (2, 60000.5, 1)})["a"]
     assert taken == 0 and 29_000 < next_ms <= 30_001
@@ -101,3 +121,67 @@ def test_the_bucket_keeps_any_finite_window(conn):
     assert take_tokens(conn, {"a": (2, 60000.5, 1)}) == {"a": (1, None)}
     assert take_tokens(conn, {"b": (5, 1e19, 1)}) == {"b": (1, None)}
     assert take_tokens(conn, {"b": (5, 1e19, 5)}) == {"b": (4, None)}
+    assert take_tokens(conn, {"c": (2, 2**53 + 1, 2)}) == {"c": (2, None)}
+    assert take_tokens(conn, {"c": (2, 2**53 + 1, 2)})["c"][0] == 0   # spent: one bucket
+    give_tokens(conn, {"c": (2, 2**53 + 1, 1)})
+    assert take_tokens(conn, {"c": (2, 2**53 + 1, 2)}) == {"c": (1, None)}
+
+
+def test_a_node_still_on_the_old_limit_gets_no_token(conn):
+    """Two nodes at 2 per minute; a's workers spent both tokens. The limit is changed to 3
+    per minute through a (committed); b has not installed it yet (its notice on the way, or
+    lost with its listener's session). Its takes under the old values get nothing and ask
+    again after SETTLE_MS, while a's take under the stored limit starts the new bucket full:
+    2 + 3 reservations in all, as on a single server (second review: each take reset the
+    row to its own values, 17 at once)."""
+    a, na = _node()
+    b, nb = _node()
+    for p in (a, b):
+        p.set_rate_limit("q", 2, 60_000)
+    _stored(conn, "q", 2, 60_000)
+    got_a, got_b = [], []
+    _waiting_and_ready(a, got_a, 2, 2)
+    _rounds(a, na, conn, 1)
+    assert len(got_a) == 2
+    a.set_rate_limit("q", 3, 60_000)
+    _stored(conn, "q", 3, 60_000)                     # a's commit
+    _waiting_and_ready(a, got_a, 20, 20)
+    _waiting_and_ready(b, got_b, 20, 20)
+    for _ in range(3):
+        _rounds(a, na, conn, 1)
+        _rounds(b, nb, conn, 1)
+    assert (len(got_a), len(got_b)) == (5, 0)
+    assert take_tokens(conn, {"q": (2, 60_000, 1)}) == {"q": (0, SETTLE_MS)}
+
+
+def test_tokens_held_through_a_pause_go_back(conn):
+    """Rate 2 per minute; a took both tokens for its two waiters, and the queue is paused
+    before its claim used them. The tick gives them back (a paused queue's waiters cannot
+    spend them); when the pause ends a minute later the bucket holds 2 (refilled, capped):
+    2 reservations over both nodes, as on a single server (second review: a kept them for
+    the whole pause, 4 at once)."""
+    a, na = _node()
+    b, nb = _node()
+    for p in (a, b):
+        p.set_rate_limit("q", 2, 60_000)
+    _stored(conn, "q", 2, 60_000)
+    got_a, got_b = [], []
+    _waiting_and_ready(a, got_a, 2, 0)
+    _rounds(a, na, conn, 1)
+    assert a._engine.queue_settings["q"].tokens == 2 and got_a == []
+    assert a.pause("q", 60_000)
+    back = na.tokens.tick()
+    assert back == {"q": (2, 60_000, 2)}
+    give_tokens(conn, back)
+    for p in (a, b):
+        p.clock.advance(60_000)                       # the pause ends
+        p.tick()
+    conn.execute("UPDATE queue_tokens SET refilled_ms = refilled_ms - 60000")   # a minute
+    conn.commit()
+    for i in range(3):
+        a.put("q", b"%d" % i, 0, 0, 60_000, "bunqueue")
+    _waiting_and_ready(b, got_b, 3, 3)
+    for _ in range(2):
+        _rounds(a, na, conn, 1)
+        _rounds(b, nb, conn, 1)
+    assert len(got_a) + len(got_b) == 2, (len(got_a), len(got_b))

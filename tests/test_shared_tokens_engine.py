@@ -5,7 +5,7 @@ asks for tokens only for waiters that could use them, and gives back what nobody
 use."""
 from __future__ import annotations
 
-from core.api import WAITING, ManualClock, Port
+from core.api import TIMED_OUT, WAITING, ManualClock, Port
 
 
 def _node():
@@ -60,18 +60,20 @@ def test_tokens_are_wanted_for_the_waiters_only_and_not_for_an_emptied_queue():
 
 
 def test_unused_tokens_go_back_and_a_notice_ends_the_wait_for_the_next():
-    """Tokens held for waiters that left, or for waiters of a queue found empty, are given
-    back at the tick (whole ones, the fraction stays); a take that found the bucket empty
-    waits until the next token is due, unless another node's give-back is noticed first."""
+    """Tokens held beyond what the waiters here could spend, for waiters that left, or for
+    waiters of a queue found empty, are given back at the tick (whole ones, the fraction
+    stays); a take that found the bucket empty waits until the next token is due, unless
+    another node's give-back is noticed first."""
     p, node, asked = _node()
     p.set_rate_limit("q", 4, 2000)
     o = p.new_owner("bunqueue")
     assert p.reserve(o, ["q"], 60_000, lambda r: None) is WAITING
     node.tokens.start({"q": (4, 2000, 3)})
     node.tokens.granted({"q": (3, None)})
-    assert node.tokens.tick() is None                 # a waiter may use them: kept
+    assert node.tokens.tick() == {"q": (4, 2000, 2)}   # one waiter may use one: kept
+    assert node.tokens.tick() is None
     node.emptied.add("q")                             # its claim found no row
-    assert node.tokens.tick() == {"q": (4, 2000, 3)}
+    assert node.tokens.tick() == {"q": (4, 2000, 1)}
     assert node.tokens.given == 3 and node.tokens.tick() is None
     node.emptied.discard("q")
     node.tokens.start({"q": (4, 2000, 1)})
@@ -141,3 +143,58 @@ def test_a_give_back_noticed_while_the_take_runs_is_not_lost():
     node.tokens.start({"q": (1, 60_000, 1)})
     node.tokens.granted({"q": (0, 59_000)})              # no notice this time
     assert node.tokens.wants({}) == {}
+
+
+def _row(id: int) -> dict:
+    """A ready jobs row, as the claim statement returns it (the columns load() reads)."""
+    return {"id": id, "uid": None, "queue": "q", "payload": b"x", "priority": 0,
+            "state": "ready", "created_ms": 1_700_000_000_000, "ready_at_ms": None,
+            "delay_ms": 0, "ttr_ms": 60_000, "dialect": "bunqueue", "reserves": 1,
+            "timeouts": 0, "releases": 0, "buries": 0, "kicks": 0, "fails": 0, "ttl_ms": 0,
+            "expires_at_ms": None, "max_attempts": 0, "max_fails": 0, "sched_ms": 0,
+            "result": None, "result_ok": 0, "payload_fmt": 0, "extras": None}
+
+
+def test_tokens_are_not_given_back_while_the_round_claims_with_them():
+    """Rate 1 per minute; the queue's last claim here found no row (`emptied`) and a job was
+    pushed on another node since (its notice not here yet). A probe (PULL with timeout 0):
+    round 1 takes the token and carries the probe to round 2, whose claim asks for the
+    queue. The 100 ms tick during that claim keeps the token (second review: it gave it
+    back, the claimed row found no token here, and the probe answered TIMED_OUT though the
+    job was committed)."""
+    p, node, _ = _node()
+    p.set_rate_limit("q", 1, 60_000)
+    node.emptied.add("q")
+    got = []
+    assert p.reserve(p.new_owner("bunqueue"), ["q"], 0, got.append) is WAITING   # a probe
+    d, _ = node.start_round()                         # round 1: the take
+    assert d == {} and node.tokens.asked == {"q": (1, 60_000, 1)}
+    assert node.tokens.granted({"q": (1, None)}) is True
+    node.carry_probes()                               # as SharedLink._claimed does
+    d, _ = node.start_round()                         # round 2: the claim, under the token
+    assert d == {"q": 1}
+    assert node.tokens.tick() is None                 # the tick while the claim runs
+    node.slots.granted(None)                          # the round ends (SharedLink._granted)
+    node.found([_row(7)])
+    node.load([_row(7)])
+    assert len(got) == 1 and got[0] is not TIMED_OUT and got[0].id == 7, got
+
+
+def test_a_node_waiting_for_a_slot_keeps_no_tokens_and_takes_none():
+    """Rate 10 per second and a concurrency limit of 1 whose slot another node holds (this
+    node's take was denied): the tokens held here go back at the tick (they would be let out
+    beside a refilled bucket once the slot comes), and no token is taken until a give-back
+    notice ends the wait for a slot."""
+    p, node, _ = _node()
+    p.set_rate_limit("q", 10, 1000)
+    p.set_concurrency("q", 1)
+    assert p.reserve(p.new_owner("bunqueue"), ["q"], 60_000, lambda r: None) is WAITING
+    node.tokens.start({"q": (10, 1000, 1)})
+    node.tokens.granted({"q": (1, None)})
+    node.slots.start({}, {"q": (1, 1, 0)})
+    node.slots.granted({"q": (0, 0)})                 # the other node holds the slot
+    assert node.slots.denied == {"q"}
+    assert node.tokens.tick() == {"q": (10, 1000, 1)}
+    assert node.tokens.wants({}) == {}
+    node.slots.freed("q")                             # the other node gave it back
+    assert node.tokens.wants({}) == {"q": (10, 1000, 1)}
