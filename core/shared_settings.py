@@ -10,9 +10,11 @@ without storing it again (Limits.apply_settings). A node that starts reads them 
 settings of a queue changed during that gap reach that node at the queue's next change or
 its restart (docs/scaling.md).
 
-Each node then enforces the limits for the reservations made through it: a concurrency limit
-of n allows n active jobs per node, a rate limit of r per window r reservations per node. No
-I/O here (the gateway's listener feeds `heard`). Units: ms.
+A node whose rate limit differs from the stored one for a second reads the row again
+(`reload`, from core/shared_tokens.py). A row read while a change made here waits for its
+commit is not installed (that change is stored after it). The limits hold across nodes:
+core/shared_slots.py (concurrency), core/shared_tokens.py (rate). No I/O here (the
+gateway's listener feeds `heard`). Units: ms.
 """
 from __future__ import annotations
 
@@ -60,12 +62,24 @@ class SharedSettings:
         if not queue or head == str(self.node.calls.number):
             return
 
+        self._install(queue)
+
+    def reload(self, queue: str) -> None:
+        """Read `queue`'s stored settings again and install them: this node found its own
+        differ from the stored ones (core/shared_tokens.py: a notification lost with its
+        listener's session)."""
+        self._install(queue)
+
+    def _install(self, queue: str) -> None:
+        """Read `queue`'s row and install it, unless a change made here waits for its commit
+        (that change is stored after the row read, so it is the one that holds)."""
         def got(spec) -> None:
-            if isinstance(spec, Exception):
-                return   # the next change, or a restart, brings them
+            if isinstance(spec, Exception) or queue in self.changed_queues:
+                return   # the next change, a reload or a restart brings them
             self.installed += 1
             self.node.e.apply_settings(queue, spec)
-        self.node.query(settings_row, (queue,), got)
+        if queue not in self.changed_queues:
+            self.node.query(settings_row, (queue,), got)
 
 
 __all__ = ["SETTINGS_CHANNEL", "SharedSettings", "settings_row"]

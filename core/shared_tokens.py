@@ -15,7 +15,9 @@ reservation spends one, as on a single server.
   `rate_max` (a row made for another limit starts full: a new limit), and the node takes as
   many whole tokens as its waiters need, at most what the bucket holds. None there: the
   answer says in how many ms the next one is, and the node takes again then (`due`), not at
-  every ready job.
+  every ready job. The bucket is for the queue's stored limit (its queue_settings row): a
+  node whose own values differ gets nothing and asks again after SETTLE_MS, and reads the
+  stored settings again when that lasts RELOAD_MS (a settings notification it lost).
 - **give back** (`give_tokens`, from the node's 100 ms tick): tokens held here that no
   reserver here can use now (nobody waits, the queue is paused, its waiters' queue has
   nothing ready here and its last claim found no row, or its concurrency slots are held
@@ -45,6 +47,11 @@ from .shared_slots import SLOTS_CHANNEL
 #: ms after which a node whose rate limit is not the stored one takes again (by then it has
 #: installed the stored one, or committed its own change)
 SETTLE_MS = 250
+#: take_tokens' `next_ms` for a queue whose stored limit is not the one the node asked under
+STALE = -1
+#: ms a node's limit may differ from the stored one before it reads the stored settings
+#: again (their notification was lost with its listener's session)
+RELOAD_MS = 1000
 #: the database's clock, wall ms
 _NOW = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
 
@@ -53,7 +60,9 @@ def _stored_limit(cur, queue: str):
     """The (rate_max, window_ms) of `queue`'s stored rate limit (its queue_settings row, which
     every node installs: core/shared_settings.py), or None when it has none."""
     from .limits import DEFAULT_WINDOW_MS
-    cur.execute("SELECT spec FROM queue_settings WHERE queue = %s", (queue,))
+    # shared: a change of the settings waits until the take's transaction ends, so the
+    # bucket is reset under the limit this take saw, never under one replaced meanwhile
+    cur.execute("SELECT spec FROM queue_settings WHERE queue = %s FOR SHARE", (queue,))
     row = cur.fetchone()
     if row is None:
         return None
@@ -68,10 +77,11 @@ def take_tokens(conn, wants: dict) -> dict:
     """Take tokens: `wants` maps a queue to (rate_max, window_ms, wanted). Returns queue ->
     (taken, next_ms): `taken` whole tokens (0 when the bucket holds none, or the limit is
     below 1 and admits nothing) and, when none were taken, the ms until a take may get one
-    (None: never, a limit below 1). The bucket is for the queue's stored limit: a row made
-    for other values starts full (a new limit), and a node whose limit is not the stored one
-    (its install of a change is on the way, or its own change is not committed yet) gets
-    none, and asks again after SETTLE_MS. One transaction per queue, queues in name order.
+    (None: never, a limit below 1). The bucket is for the queue's stored limit (its row
+    read FOR SHARE: no change of it commits while the take runs): a row made for other
+    values starts full (a new limit), and a node whose limit is not the stored one (its
+    install of a change is on the way or was lost, or its own change is not committed yet)
+    gets none: `next_ms` STALE. One transaction per queue, queues in name order.
     Errors: the driver's (psycopg.Error)."""
     out = {}
     cur = conn.cursor()
@@ -81,7 +91,7 @@ def take_tokens(conn, wants: dict) -> dict:
             stored = _stored_limit(cur, queue)
             if stored is None or stored[0] != rate or stored[1] != window:
                 conn.commit()
-                out[queue] = (0, SETTLE_MS)
+                out[queue] = (0, STALE)
                 continue
             # the row keeps the values as floats: compared as stored (2**53 + 1 ms is one
             # limit too)
@@ -139,6 +149,7 @@ class SharedTokens:
         self.asked: dict = {}
         self.due: dict = {}
         self._noticed: set = set()   # queues given back elsewhere while a take ran
+        self._stale: dict = {}       # queue -> monotonic ms its limit was first seen stale
         self.taken = self.given = 0
         for s in node.e.queue_settings.values():   # loaded at start: take them first
             adopt(s)
@@ -199,6 +210,14 @@ class SharedTokens:
             if s is None or s.rate_max != rate or s.window_ms() != window:
                 continue
             adopt(s)
+            if next_ms == STALE:   # not the stored limit: ask again soon, and read the
+                self.due[name] = now + SETTLE_MS   # stored one if it stays so
+                first = self._stale.setdefault(name, now)
+                if now - first >= RELOAD_MS:
+                    self._stale[name] = now
+                    self.node.settings.reload(name)
+                continue
+            self._stale.pop(name, None)
             if taken:
                 s.tokens += taken
                 self.taken += taken

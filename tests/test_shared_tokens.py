@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 
 from .bunqueue_support import BQ, OK
-from .shared_support import metric, rows
+from .shared_support import metric, rows, terminate
 
 
 def _rate_everywhere(clients, queue: str, limit: int, duration_ms: int) -> None:
@@ -134,3 +134,24 @@ def test_a_huge_window_does_not_stop_the_nodes_claims(nodes):
     assert r["job"] is not None and r["job"]["id"] == job, r
     limited = qb.push("huge", {"n": 2})
     assert wa.recv_reply("wa", 5)["job"]["id"] == limited
+
+
+def test_a_node_that_missed_a_limit_change_reads_it_and_is_served(nodes):
+    """b's sessions are cut, and the rate limit is changed through a while b's listener is
+    away: b never hears it and keeps the old values (docs/scaling.md: until the queue's next
+    change). Its takes under them get nothing (the bucket is the stored limit's), so after a
+    second b reads the stored settings again, installs them, and its worker is served (third
+    review: it was never served)."""
+    a, b = nodes(2, poll_ms=200)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    _rate_everywhere([qa, qb], "st", 2, 60_000)
+    assert terminate(nodes.url, b.proc.pid) > 0
+    assert qa.call("RateLimit", queue="st", limit=3, duration=60_000) == OK
+    time.sleep(3)
+    rate = qb.ok("GetQueueLimits", queue="st")["data"]["limits"]["rateLimit"]
+    assert rate == {"max": 2, "duration": 60_000}, "b heard the change: no gap to test"
+    job = qa.push("st", {"n": 1})
+    r = qb.call("PULL", queue="st", owner="wb", lockTtl=60_000, timeout=8000)
+    assert r["job"] is not None and r["job"]["id"] == job, r
+    assert qb.ok("GetQueueLimits", queue="st")["data"]["limits"]["rateLimit"] == \
+        {"max": 3, "duration": 60_000}

@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from core.api import WAITING, ManualClock, Port, give_tokens, take_tokens
-from core.shared_tokens import SETTLE_MS
+from core.shared_tokens import STALE
 
 
 def _node():
@@ -130,8 +130,8 @@ def test_the_bucket_keeps_any_finite_window(conn):
 def test_a_node_still_on_the_old_limit_gets_no_token(conn):
     """Two nodes at 2 per minute; a's workers spent both tokens. The limit is changed to 3
     per minute through a (committed); b has not installed it yet (its notice on the way, or
-    lost with its listener's session). Its takes under the old values get nothing and ask
-    again after SETTLE_MS, while a's take under the stored limit starts the new bucket full:
+    lost with its listener's session). Its takes under the old values get nothing (STALE:
+    it asks again soon, and reads the stored settings if that lasts), while a's take under the stored limit starts the new bucket full:
     2 + 3 reservations in all, as on a single server (second review: each take reset the
     row to its own values, 17 at once)."""
     a, na = _node()
@@ -151,7 +151,7 @@ def test_a_node_still_on_the_old_limit_gets_no_token(conn):
         _rounds(a, na, conn, 1)
         _rounds(b, nb, conn, 1)
     assert (len(got_a), len(got_b)) == (5, 0)
-    assert take_tokens(conn, {"q": (2, 60_000, 1)}) == {"q": (0, SETTLE_MS)}
+    assert take_tokens(conn, {"q": (2, 60_000, 1)}) == {"q": (0, STALE)}
 
 
 def test_tokens_held_through_a_pause_go_back(conn):
@@ -185,3 +185,65 @@ def test_tokens_held_through_a_pause_go_back(conn):
         _rounds(a, na, conn, 1)
         _rounds(b, nb, conn, 1)
     assert len(got_a) + len(got_b) == 2, (len(got_a), len(got_b))
+
+
+def test_a_settings_change_waits_for_a_take_that_read_the_old_limit(pg_url):
+    """A take under the old limit (2 per minute) has read the stored limit when the change
+    to 3 per minute is written: the change waits for the take's transaction (the row read
+    FOR SHARE), so the take's bucket is the old limit's, and the new limit's take after it
+    starts a full bucket of 3: 2 + 3 in all (third review: the change committed between the
+    read and the bucket's lock, the new node took 3, and the old take then reset the bucket
+    to 2 and took 2 more: 10 within the minute)."""
+    import threading
+    import time
+    raw = pg_url.replace("postgresql+psycopg://", "postgresql://")
+    import migrations
+    eng = sa.create_engine(pg_url, poolclass=sa.pool.NullPool)
+    migrations.upgrade(eng)
+    eng.dispose()
+    with psycopg.connect(raw) as admin, psycopg.connect(raw) as ca, psycopg.connect(raw) as cb:
+        _stored(admin, "q", 2, 60_000)
+        taken = [take_tokens(ca, {"q": (2, 60_000, 2)})["q"][0]]
+        assert taken == [2]
+        changed = []
+
+        def change_then_take():
+            _stored(admin, "q", 3, 60_000)
+            changed.append(time.monotonic())
+            taken.append(take_tokens(cb, {"q": (3, 60_000, 10)})["q"][0])
+
+        class Hooked:
+            """ca, whose take starts the change right after reading the stored limit."""
+            def __init__(self):
+                self.t = None
+
+            def commit(self):
+                ca.commit()
+
+            def rollback(self):
+                ca.rollback()
+
+            def cursor(self):
+                cur = ca.cursor()
+                outer = self
+
+                class C:
+                    def execute(self, sql, args=()):
+                        cur.execute(sql, args)
+                        if sql.startswith("SELECT spec FROM queue_settings") and outer.t is None:
+                            outer.t = threading.Thread(target=change_then_take)
+                            outer.t.start()
+                            time.sleep(0.3)          # the change is blocked meanwhile
+                            assert changed == []
+
+                    def fetchone(self):
+                        return cur.fetchone()
+
+                    def close(self):
+                        cur.close()
+                return C()
+        h = Hooked()
+        taken.append(take_tokens(h, {"q": (2, 60_000, 10)})["q"][0])   # the old limit's
+        h.t.join(10)
+        taken.append(take_tokens(cb, {"q": (3, 60_000, 10)})["q"][0])
+        assert sum(taken) == 5, taken

@@ -198,3 +198,29 @@ def test_a_node_waiting_for_a_slot_keeps_no_tokens_and_takes_none():
     assert node.tokens.wants({}) == {}
     node.slots.freed("q")                             # the other node gave it back
     assert node.tokens.wants({}) == {"q": (10, 1000, 1)}
+
+
+def test_a_node_whose_limit_stays_stale_reads_the_stored_settings_again():
+    """A take answers STALE (the node's rate limit is not the stored one): the node asks
+    again after SETTLE_MS, and once that has lasted RELOAD_MS it reads the queue's stored
+    settings again (a settings notification it lost would leave it so for ever: third
+    review), unless a change made here waits for its commit (that one holds)."""
+    from core.shared_tokens import RELOAD_MS, SETTLE_MS, STALE
+    p, node, _ = _node()
+    queried = []
+    node.on_query = lambda fn, args, callback: queried.append((fn.__name__, args))
+    p.set_rate_limit("q", 2, 60_000)
+    assert p.reserve(p.new_owner("bunqueue"), ["q"], 600_000, lambda r: None) is WAITING
+    node.settings.changed_queues.clear()              # (its commit: announced)
+    node.tokens.start({"q": (2, 60_000, 1)})
+    assert node.tokens.granted({"q": (0, STALE)}) is False
+    assert node.tokens.due == {"q": p.clock.monotonic_ms() + SETTLE_MS} and queried == []
+    p.clock.advance(RELOAD_MS)
+    node.tokens.start({"q": (2, 60_000, 1)})
+    node.tokens.granted({"q": (0, STALE)})
+    assert queried == [("settings_row", ("q",))]
+    node.settings.changed("q")                        # a change here, not committed yet
+    p.clock.advance(RELOAD_MS)
+    node.tokens.start({"q": (2, 60_000, 1)})
+    node.tokens.granted({"q": (0, STALE)})
+    assert queried == [("settings_row", ("q",))]      # no reload over it
