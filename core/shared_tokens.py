@@ -274,9 +274,10 @@ class SharedTokens:
 
     def _usable(self, name: str, q, s, now: int) -> int:
         """How many tokens the reservers of queue `q` (settings `s`) waiting here could spend
-        now (one each, and what batch reserves asked for more): none while nobody waits, the queue is paused, or nothing is ready here and its
-        last claim found no row; with a concurrency limit whose slots the node waits for
-        (`denied`), no more than the slots held here leave."""
+        now (one each, and what batch reserves asked for more): none while nobody waits,
+        the queue is paused, or nothing is ready here and its last claim found no row; with
+        a concurrency limit whose slots the node waits for (`denied`), no more than the
+        slots held here leave."""
         node = self.node
         if q is None or not q.waiting or q.paused_until > now:
             return 0

@@ -21,16 +21,35 @@ def _node():
     return p, node
 
 
-@pytest.fixture
-def conn(pg_url):
-    """A psycopg connection to a fresh database with the schema (migrations to head)."""
+def _migrated(pg_url: str) -> str:
+    """Bring the fresh database `pg_url` to the schema's head; its psycopg URL."""
     import migrations
     eng = sa.create_engine(pg_url, poolclass=sa.pool.NullPool)
     migrations.upgrade(eng)
     eng.dispose()
-    c = psycopg.connect(pg_url.replace("postgresql+psycopg://", "postgresql://"))
+    return pg_url.replace("postgresql+psycopg://", "postgresql://")
+
+
+@pytest.fixture
+def conn(pg_url):
+    """A psycopg connection to a fresh database with the schema (migrations to head)."""
+    c = psycopg.connect(_migrated(pg_url))
     yield c
     c.close()
+
+
+def _two_nodes_a_took(conn, waiters: int, jobs: int) -> tuple:
+    """Nodes a and b at 2 per minute (stored); `waiters` reserves and `jobs` ready jobs on a,
+    and a's first round's take: (a, its node, b, its node, a's jobs, b's jobs)."""
+    a, na = _node()
+    b, nb = _node()
+    for p in (a, b):
+        p.set_rate_limit("q", 2, 60_000)
+    _stored(conn, "q", 2, 60_000)
+    got_a, got_b = [], []
+    _waiting_and_ready(a, got_a, waiters, jobs)
+    _rounds(a, na, conn, 1)
+    return a, na, b, nb, got_a, got_b
 
 
 def _stored(conn, queue: str, rate, window) -> None:
@@ -131,17 +150,10 @@ def test_a_node_still_on_the_old_limit_gets_no_token(conn):
     """Two nodes at 2 per minute; a's workers spent both tokens. The limit is changed to 3
     per minute through a (committed); b has not installed it yet (its notice on the way, or
     lost with its listener's session). Its takes under the old values get nothing (STALE:
-    it asks again soon, and reads the stored settings if that lasts), while a's take under the stored limit starts the new bucket full:
-    2 + 3 reservations in all, as on a single server (second review: each take reset the
-    row to its own values, 17 at once)."""
-    a, na = _node()
-    b, nb = _node()
-    for p in (a, b):
-        p.set_rate_limit("q", 2, 60_000)
-    _stored(conn, "q", 2, 60_000)
-    got_a, got_b = [], []
-    _waiting_and_ready(a, got_a, 2, 2)
-    _rounds(a, na, conn, 1)
+    it asks again soon, and reads the stored settings if that lasts), while a's take under
+    the stored limit starts the new bucket full: 2 + 3 reservations in all, as on a single
+    server (second review: each take reset the row to its own values, 17 at once)."""
+    a, na, b, nb, got_a, got_b = _two_nodes_a_took(conn, 2, 2)
     assert len(got_a) == 2
     a.set_rate_limit("q", 3, 60_000)
     _stored(conn, "q", 3, 60_000)                     # a's commit
@@ -160,14 +172,7 @@ def test_tokens_held_through_a_pause_go_back(conn):
     spend them); when the pause ends a minute later the bucket holds 2 (refilled, capped):
     2 reservations over both nodes, as on a single server (second review: a kept them for
     the whole pause, 4 at once)."""
-    a, na = _node()
-    b, nb = _node()
-    for p in (a, b):
-        p.set_rate_limit("q", 2, 60_000)
-    _stored(conn, "q", 2, 60_000)
-    got_a, got_b = [], []
-    _waiting_and_ready(a, got_a, 2, 0)
-    _rounds(a, na, conn, 1)
+    a, na, b, nb, got_a, got_b = _two_nodes_a_took(conn, 2, 0)
     assert a._engine.queue_settings["q"].tokens == 2 and got_a == []
     assert a.pause("q", 60_000)
     back = na.tokens.tick()
@@ -196,11 +201,7 @@ def test_a_settings_change_waits_for_a_take_that_read_the_old_limit(pg_url):
     to 2 and took 2 more: 10 within the minute)."""
     import threading
     import time
-    raw = pg_url.replace("postgresql+psycopg://", "postgresql://")
-    import migrations
-    eng = sa.create_engine(pg_url, poolclass=sa.pool.NullPool)
-    migrations.upgrade(eng)
-    eng.dispose()
+    raw = _migrated(pg_url)
     with psycopg.connect(raw) as admin, psycopg.connect(raw) as ca, psycopg.connect(raw) as cb:
         _stored(admin, "q", 2, 60_000)
         taken = [take_tokens(ca, {"q": (2, 60_000, 2)})["q"][0]]
