@@ -20,9 +20,9 @@ reservation spends one, as on a single server.
   stored settings again when that lasts RELOAD_MS (a settings notification it lost).
 - **give back** (`give_tokens`, from the node's 100 ms tick): tokens held here that no
   reserver here can use now (nobody waits, the queue is paused, its waiters' queue has
-  nothing ready here and its last claim found no row, or its concurrency slots are held
-  elsewhere and the node waits for one; never those of a queue the running claim round is
-  for) go back to the row (up to `rate_max`; dropped when the row is
+  nothing ready here and its last claim found no row, or beyond what its concurrency limit
+  admits here now (the slots it holds, the jobs it has reserved); never those of a queue the
+  running claim round is for) go back to the row (up to `rate_max`; dropped when the row is
   for another limit now), so that a node does not sit on them while another node's workers
   wait; it NOTIFYs `jobgate_slots` with the queue (the channel of slots given back), and a
   node whose take found the bucket empty takes again (`freed`).
@@ -276,16 +276,18 @@ class SharedTokens:
         """How many tokens the reservers of queue `q` (settings `s`) waiting here could spend
         now (one each, and what batch reserves asked for more): none while nobody waits,
         the queue is paused, or nothing is ready here and its last claim found no row; with
-        a concurrency limit whose slots the node waits for (`denied`), no more than the
-        slots held here leave."""
+        a concurrency limit, no more than it admits here now (the slots held here, once
+        taken: core.limit_checks._cap) beside the jobs reserved here. Called between claim
+        rounds: the round that takes slots follows a round's tokens at once (same
+        callback), so a take's tokens are not given back before its slots are taken."""
         node = self.node
         if q is None or not q.waiting or q.paused_until > now:
             return 0
         if not q.n_ready and name in node.emptied:
             return 0
         n = q.waiting + node.more.get(name, 0)   # (a batch reserve's extra jobs)
-        if s.concurrency is not None and name in node.slots.denied:
-            n = min(n, max(0, node.slots.held.get(name, 0) - q.n_reserved))
+        if s.concurrency is not None:
+            n = min(n, max(0, math.ceil(node.e._cap(q, s.concurrency)) - q.n_reserved))
         return n
 
 

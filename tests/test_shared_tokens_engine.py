@@ -224,3 +224,31 @@ def test_a_node_whose_limit_stays_stale_reads_the_stored_settings_again():
     node.tokens.start({"q": (2, 60_000, 1)})
     node.tokens.granted({"q": (0, STALE)})
     assert queried == [("settings_row", ("q",))]      # no reload over it
+
+
+def test_tokens_beyond_the_free_slots_go_back():
+    """Rate 10 per second, a concurrency limit of 1 whose slot this node holds with a job
+    reserved: a token held for the second waiter cannot be spent until that job ends, so
+    the tick gives it back (kept, it would be spent beside a refilled bucket); the next take
+    waits for the free slot (none wanted while the limit is full here)."""
+    p, node, _ = _node()
+    p.set_rate_limit("q", 10, 1000)
+    p.set_concurrency("q", 1)
+    o = p.new_owner("bunqueue")
+    got = []
+    assert p.reserve(o, ["q"], 60_000, got.append) is WAITING
+    p.put("q", b"a", 0, 0, 60_000, "bunqueue")
+    node.tokens.start({"q": (10, 1000, 1)})
+    node.tokens.granted({"q": (1, None)})
+    node.slots.start({}, {"q": (1, 1, 0)})
+    node.slots.granted({"q": (1, 1)})                 # the job is reserved under the slot
+    assert len(got) == 1
+    assert p.reserve(p.new_owner("bunqueue"), ["q"], 60_000, got.append) is WAITING
+    p.put("q", b"b", 0, 0, 60_000, "bunqueue")
+    node.tokens.start({"q": (10, 1000, 1)})
+    assert node.tokens.granted({"q": (1, None)}) is True   # (taken before the limit filled)
+    assert len(got) == 1                              # the limit holds the second
+    assert node.tokens.tick() == {"q": (10, 1000, 1)}
+    assert node.tokens.wants({}) == {}
+    assert p.delete(o, got[0].id)                     # the slot frees: a token is wanted
+    assert node.tokens.wants({}) == {"q": (10, 1000, 1)}
