@@ -30,6 +30,21 @@ def _limit_everywhere(clients, queue: str, limit: int) -> None:
     raise AssertionError("the limit did not reach every node")
 
 
+def _held_on_a(nodes, queue: str, limit: int, jobs: int, lock_ms: int = 60_000,
+               **node_opts) -> tuple:
+    """Two nodes (`node_opts` for the fixture: poll_ms, http), concurrency limit `limit` of
+    `queue` on both, `jobs` jobs pushed on a, and a's worker ("wa") holding one of them:
+    (a, b, a's client, b's client, the held PULL's reply)."""
+    a, b = nodes(2, **node_opts)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    _limit_everywhere([qa, qb], queue, limit)
+    for i in range(jobs):
+        qa.push(queue, {"i": i})
+    held = qa.pull(queue, owner="wa", lockTtl=lock_ms, timeout=5000)
+    assert held["job"] is not None
+    return a, b, qa, qb, held
+
+
 def _send_pull(c, queue: str, owner: str, rid: str, timeout_ms: int = 30_000,
                lock_ms: int = 60_000) -> None:
     """Send a bunqueue PULL that waits up to `timeout_ms` (its reply: c.recv_reply(rid))."""
@@ -254,12 +269,7 @@ def test_a_rate_limited_node_does_not_sit_on_the_slot(nodes):
 def test_raised_limit_serves_the_other_nodes_waiter(nodes):
     """Limit 1, a's worker holds a job, b's waits (its take got nothing), the poll a minute
     away: the limit raised to 2 through a makes b take the free slot at once."""
-    a, b = nodes(2)   # poll 60 s
-    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
-    _limit_everywhere([qa, qb], "up", 1)
-    for i in range(2):
-        qa.push("up", {"i": i})
-    assert qa.pull("up", owner="wa", lockTtl=120_000, timeout=3000)["job"] is not None
+    a, b, qa, qb, _ = _held_on_a(nodes, "up", 1, 2, lock_ms=120_000)   # poll 60 s
     _send_pull(qb, "up", "wb", "wb")
     time.sleep(1.0)
     _limit_everywhere([qa, qb], "up", 2)

@@ -21,7 +21,7 @@ import greenstalk
 
 from .bunqueue_support import BQ, OK
 from .shared_support import bean, metric, rows
-from .test_shared_slots import _active, _send_pull, _limit_everywhere, _served, _slots
+from .test_shared_slots import _active, _held_on_a, _limit_everywhere, _send_pull, _served, _slots
 
 
 def test_a_node_taking_slots_of_one_queue_keeps_its_other_slots(nodes):
@@ -188,13 +188,7 @@ def test_many_workers_small_limit_every_job_served_never_over(nodes):
 def test_no_claim_storm_while_every_slot_is_held(nodes):
     """Limit 1: a's worker holds the job; b has two ready jobs and a waiting PULL (60 s poll).
     Over 3 s, b's claim rounds stay few (no take in a tight loop)."""
-    a, b = nodes(2, poll_ms=60_000, http=True)
-    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
-    _limit_everywhere([qa, qb], "storm", 1)
-    for i in range(3):
-        qa.push("storm", {"i": i})
-    got = qa.pull("storm", owner="wa", lockTtl=60_000, timeout=5000)
-    assert got["job"] is not None
+    a, b, qa, qb, got = _held_on_a(nodes, "storm", 1, 3, poll_ms=60_000, http=True)
     _send_pull(qb, "storm", "wb", "w")
     time.sleep(0.5)
     c0, a0 = metric(b, "jobgate_shared_claims_total"), metric(a, "jobgate_shared_claims_total")
@@ -208,12 +202,7 @@ def test_no_claim_storm_while_every_slot_is_held(nodes):
 def test_a_stopped_node_with_waiters_frees_its_slot_cleanly(nodes):
     """Limit 1: a's worker holds a job and another PULL waits on a; b's PULL waits. a gets
     SIGTERM: b is served within 3 s and a's stderr shows no traceback."""
-    a, b = nodes(2, poll_ms=60_000)
-    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
-    _limit_everywhere([qa, qb], "stop1", 1)
-    for i in range(3):
-        qa.push("stop1", {"i": i})
-    assert qa.pull("stop1", owner="wa", lockTtl=60_000, timeout=5000)["job"] is not None
+    a, b, qa, qb, _ = _held_on_a(nodes, "stop1", 1, 3, poll_ms=60_000)
     qa2 = BQ(a.bunqueue_port)
     _send_pull(qa2, "stop1", "wa2", "a2")
     _send_pull(qb, "stop1", "wb", "b")
@@ -229,13 +218,7 @@ def test_a_node_back_from_a_lapse_admits_no_new_job_over_the_limit(nodes):
     its refresh finds its row gone: it admits nothing more until it takes again, so after
     its ACK its worker gets no new job while b's holds the slot (review finding: a went on
     under its old count, two active for as long as both workers looped)."""
-    a, b = nodes(2, poll_ms=200)
-    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
-    _limit_everywhere([qa, qb], "lp", 1)
-    for i in range(4):
-        qa.push("lp", {"i": i})
-    j1 = qa.pull("lp", owner="wa", lockTtl=120_000, timeout=3000)
-    assert j1["job"] is not None
+    a, b, qa, qb, j1 = _held_on_a(nodes, "lp", 1, 4, lock_ms=120_000, poll_ms=200)
     _send_pull(qb, "lp", "wb", "wb", lock_ms=120_000)
     time.sleep(1.0)
     assert list(_slots(nodes.url, "lp").values()) == [1]

@@ -22,7 +22,7 @@ from core.shared_slots import keep_slots, take_slots
 
 from .bunqueue_support import BQ, OK
 from .shared_support import bean
-from .test_shared_slots import _active, _send_pull, _limit_everywhere, _slots
+from .test_shared_slots import _active, _held_on_a, _limit_everywhere, _send_pull, _slots
 
 
 def _no_tracebacks(*servers):
@@ -35,14 +35,20 @@ def _no_tracebacks(*servers):
         assert "Traceback" not in text, text[-4000:]
 
 
+def _times_out(c, timeout: int, within: float) -> None:
+    """A beanstalk reserve-with-timeout `timeout` (s) on `c` answers TIMED_OUT, within
+    `within` s."""
+    t0 = time.monotonic()
+    try:
+        c.reserve(timeout=timeout)
+        raise AssertionError("reserved over the limit")
+    except greenstalk.TimedOutError:
+        pass
+    assert time.monotonic() - t0 < within, time.monotonic() - t0
+
+
 def test_probe_and_reserve_with_timeout_on_a_denied_node_answer_promptly(nodes):
-    a, b = nodes(2, poll_ms=60_000)
-    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
-    _limit_everywhere([qa, qb], "den", 1)
-    for i in range(3):
-        qa.push("den", {"i": i})
-    held = qa.pull("den", owner="wa", lockTtl=60_000, timeout=5000)
-    assert held["job"] is not None
+    a, b, qa, qb, held = _held_on_a(nodes, "den", 1, 3, poll_ms=60_000)
     # b's waiter: its take gets nothing, b is denied
     assert qb.pull("den", owner="wb", lockTtl=60_000, timeout=500)["job"] is None
     for _ in range(3):
@@ -51,20 +57,8 @@ def test_probe_and_reserve_with_timeout_on_a_denied_node_answer_promptly(nodes):
         assert time.monotonic() - t0 < 1.0, time.monotonic() - t0
     c = bean(b, "den")
     try:
-        t0 = time.monotonic()
-        try:
-            c.reserve(timeout=0)
-            raise AssertionError("reserved over the limit")
-        except greenstalk.TimedOutError:
-            pass
-        assert time.monotonic() - t0 < 1.0, time.monotonic() - t0
-        t0 = time.monotonic()
-        try:
-            c.reserve(timeout=1)
-            raise AssertionError("reserved over the limit")
-        except greenstalk.TimedOutError:
-            pass
-        assert time.monotonic() - t0 < 2.5, time.monotonic() - t0
+        _times_out(c, 0, within=1.0)
+        _times_out(c, 1, within=2.5)
         # the slot comes free: a beanstalk reserve-with-timeout on b is served
         t0 = time.monotonic()
         threading.Timer(0.3, lambda: qa.call("ACK", id=held["job"]["id"],
