@@ -251,6 +251,7 @@ class SharedNode:
         self.emptied.clear()
         self._asked = {}
         self.slots.forget_denied()   # and slots given back unnoticed (a lapsed row)
+        self.tokens.forget_due()     # and tokens given back unnoticed
 
     def found(self, rows: list) -> None:
         """The claim of this round committed and brought `rows`: each queue it got fewer

@@ -245,6 +245,13 @@ class SharedTokens:
         if name in self.asked:
             self._noticed.add(name)
 
+    def forget_due(self) -> None:
+        """Notices may have been missed (the poll, a reconnected listener; as
+        SharedSlots.forget_denied): a give-back may have left tokens in a bucket, so every
+        queue may be taken again, and the take running now cannot set its queues' `due`."""
+        self.due.clear()
+        self._noticed |= set(self.asked)
+
     def tick(self):
         """Every 100 ms: the give_tokens argument (queue -> (rate_max, window_ms, tokens))
         for the whole tokens no reserver here can use now, or None; and a claim round asked

@@ -252,3 +252,22 @@ def test_tokens_beyond_the_free_slots_go_back():
     assert node.tokens.wants({}) == {}
     assert p.delete(o, got[0].id)                     # the slot frees: a token is wanted
     assert node.tokens.wants({}) == {"q": (10, 1000, 1)}
+
+
+def test_the_poll_takes_again_when_a_give_back_notice_may_have_been_missed():
+    """A take found the bucket empty (next token in 50 s); a give-back elsewhere whose notice
+    this node missed (its listener reconnecting) leaves a token there. The poll (or the
+    reconnect) forgets `due` as it forgets denied slots, so its round takes again; a take
+    running meanwhile does not set `due` again."""
+    p, node, _ = _node()
+    p.set_rate_limit("q", 1, 60_000)
+    assert p.reserve(p.new_owner("bunqueue"), ["q"], 600_000, lambda r: None) is WAITING
+    node.tokens.start({"q": (1, 60_000, 1)})
+    node.tokens.granted({"q": (0, 50_000)})
+    assert node.start_round()[1] == {} and node.tokens.asked == {}
+    node.forget_emptied()                             # the poll
+    node.start_round()
+    assert node.tokens.asked == {"q": (1, 60_000, 1)}
+    node.forget_emptied()                             # a reconnect while that take runs
+    node.tokens.granted({"q": (0, 50_000)})
+    assert node.tokens.wants({}) == {"q": (1, 60_000, 1)}
