@@ -172,7 +172,6 @@ class SharedTokens:
                 continue
             if s.rate_expires_ms is not None and e._expire(s):
                 continue
-            adopt(s)
             need = q.waiting + more.get(name, 0)
             if s.concurrency is not None:   # no more than the limit leaves, and while the
                 # node waits for a slot (`denied`) no more than the slots held here leave
@@ -209,7 +208,6 @@ class SharedTokens:
             rate, window, _ = asked.get(name, (None, None, 0))
             if s is None or s.rate_max != rate or s.window_ms() != window:
                 continue
-            adopt(s)
             if next_ms == STALE:   # not the stored limit: ask again soon, and read the
                 self.due[name] = now + SETTLE_MS   # stored one if it stays so
                 first = self._stale.setdefault(name, now)
