@@ -23,8 +23,8 @@ operation cannot bypass the check):
   `kick_job_global` / `delete_global` False for a job of a disallowed queue (in shared mode
   the statement checks the row's queue with the principal's `allows`); `dedup_global` looks
   up the keys of allowed queues only; `lookup_remote_many` answers jobs of allowed queues only. The
-  dashboard's (core/port_pages.py): `queue_views_global`, `failed_counts_global` list allowed
-  queues only, `job_global` answers None for a job of a disallowed queue.
+  dashboard's (core/port_pages.py): `queue_views_global`, `failed_counts_global` and
+  `job_counts_all_global` list allowed queues only, `job_global` answers None for a job of a disallowed queue.
 - PASS: names no queue or job (clock, server counts, owners, timers, ids; a dialect's own
   records, whose keys the dialect checks against the queue they name).
 
@@ -65,7 +65,7 @@ LISTING = ("queue_names", "queue_views", "subscribe", "count_events", "observe",
            "cron_delete", "cron_list", "queue_names_global", "peek_global", "kick_job_global",
            "delete_global", "dedup_global", "lookup_remote_many", "queue_views_global",
            "failed_counts_global", "job_global", "cron_list_global", "cron_get_global",
-           "cron_delete_global")
+           "cron_delete_global", "job_counts_all_global")
 PASS = ("clock", "persistence", "restore", "tick", "next_due", "set_wakeup", "set_policy",
         "draining", "set_draining", "commit_mark", "committed", "stats", "detach",
         "new_owner", "owner_idle", "release_owner", "cancel_wait", "burn_id", "uid_taken",
@@ -163,6 +163,12 @@ class ScopedPort:
         allows = self._allows
         self.base.failed_counts_global(lambda r: callback(
             r if isinstance(r, Exception) else {q: n for q, n in r.items() if allows(q)}))
+
+    def job_counts_all_global(self, callback) -> None:
+        """Port.job_counts_all_global, allowed queues only."""
+        allows = self._allows
+        self.base.job_counts_all_global(lambda r: callback(
+            r if isinstance(r, Exception) else {q: c for q, c in r.items() if allows(q)}))
 
     def job_global(self, id, callback) -> None:
         """Port.job_global; None for a job of a disallowed queue."""

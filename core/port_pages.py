@@ -78,6 +78,34 @@ class PageOps:
             return out
         sh.query_settled(_pages().failed_counts, (sh.node,), _then(callback, merge))
 
+    def job_counts_all_global(self, callback) -> None:
+        """`callback({queue: counts})`: every queue's job_counts (job_counts_global's dict
+        per queue: bunqueue's Prometheus gauges); in shared mode every node's, queues with
+        rows anywhere or a pause included. On a database error `callback` gets the
+        Exception."""
+        e = self._engine
+        sh = e.shared
+        if sh is None:
+            callback({n: self.job_counts(n) for n in e.queue_order})
+            return
+        now = self.clock.wall_ms()
+
+        def merge(res):
+            db, pauses = res
+            out = {n: self.job_counts(n) for n in e.queue_order}
+            for q, c in db.items():
+                mine = out.get(q)
+                if mine is None:
+                    out[q] = dict(c, paused=False)
+                else:
+                    for k, n in c.items():
+                        mine[k] += n
+            for q, p in pauses.items():
+                if p[0] > now:
+                    out.setdefault(q, self.job_counts(q))["paused"] = True
+            return out
+        sh.query_settled(_pages().job_counts_all, (sh.node, now), _then(callback, merge))
+
     def job_global(self, id: int, callback) -> None:
         """`callback(JobView | None)`: job(id); in shared mode a job this node does not hold
         is read from its row (as its holder last committed it)."""

@@ -7,6 +7,7 @@ the gateway runs them on the node's claim thread. Units: wall ms; ids are job id
 from __future__ import annotations
 
 from .extras import BLOCKED_MS
+from .model import BURIED, COMPLETED, DELAYED, READY, RESERVED
 from .shared_reads import _COLS, _SELECT, HISTORY_ROWS, _run, row_view
 
 #: the dashboard's state filters as SQL (core/paging.py FILTERS: "failed" is a buried job with
@@ -54,6 +55,36 @@ def failed_counts(conn, node: str) -> dict:
                     "NOT NULL AND node IS DISTINCT FROM %s GROUP BY queue", (node,))
         return dict(cur.fetchall())
     return _run(conn, go)
+
+
+def job_counts_all(conn, node: str, now_ms: int) -> tuple:
+    """Every queue's job counts of the rows not held by `node` (this node counts those), for
+    the bunqueue Prometheus gauges across nodes: ({queue: {state: jobs, "prioritized": ready
+    rows with a rank below 0, "blocked": delayed rows parked for flow children (in `delayed`
+    too)}}, pauses {queue: (until_ms, pause_ms)} in force at `now_ms`). One sequential scan
+    of the jobs table (a scrape's read, as the server-wide `counts`)."""
+    def go(cur):
+        cur.execute(_ALL_QUEUES, (now_ms + BLOCKED_MS // 2, node))
+        out = {}
+        for q, ready, prio, delayed, blocked, reserved, buried, completed in cur.fetchall():
+            out[q] = {READY: ready, "prioritized": prio, DELAYED: delayed, "blocked": blocked,
+                      RESERVED: reserved, BURIED: buried, COMPLETED: completed}
+        cur.execute("SELECT queue, until_ms, pause_ms FROM queue_pauses WHERE until_ms > %s",
+                    (now_ms,))
+        return out, {q: (u, p) for q, u, p in cur.fetchall()}
+    return _run(conn, go)
+
+
+#: every queue's counts by state in one scan (a delayed row parked past now + BLOCKED_MS / 2
+#: waits for its flow children: shared_reads._ALL_STATES's rule)
+_ALL_QUEUES = (
+    "SELECT queue, count(*) FILTER (WHERE state = 'ready'), "
+    "count(*) FILTER (WHERE state = 'ready' AND priority < 0), "
+    "count(*) FILTER (WHERE state = 'delayed'), "
+    "count(*) FILTER (WHERE state = 'delayed' AND ready_at_ms > %s), "
+    "count(*) FILTER (WHERE state = 'reserved'), count(*) FILTER (WHERE state = 'buried'), "
+    "count(*) FILTER (WHERE state = 'completed') "
+    "FROM jobs WHERE node IS DISTINCT FROM %s GROUP BY queue")
 
 
 def drain(conn, queue: str, dialect: str, now_ms: int, history: bool) -> int:

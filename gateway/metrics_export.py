@@ -13,12 +13,20 @@ Three name sets in one registry:
   `tube_<key>{tube=...}` gauges, from the same text the beanstalk listener answers.
 Plus prometheus_client's standard `process_*` collector.
 
-Everything runs on the event loop (the HTTP handler calls `exposition()`), so reading the
+Everything runs on the event loop (the HTTP handler awaits `scrape()`), so reading the
 port and the counters needs no lock; the cost is per scrape, proportional to the queues.
+
+Shared mode (docs/scaling.md): the job counts (`jobgate_jobs`, the exporter's
+`current_jobs_*`, `current_tubes` and `tube_*`) are every node's, read from the database at
+the scrape (Port.queue_views_global, failed_counts_global, stats_global and, with a bunqueue
+listener, job_counts_all_global for the `bunqueue_*jobs*` gauges), as the dashboard's;
+everything else is this node's (a counter per node, as Prometheus sums them). When the database does not answer within COUNTS_WAIT_S, the scrape shows this node's
+counts and `jobgate_shared_counts_up` is 0 (docs/metrics.md).
 """
 from __future__ import annotations
 
-from types import SimpleNamespace
+import asyncio
+from typing import NamedTuple
 
 from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
@@ -33,6 +41,9 @@ from .metrics import BATCH_ROWS, COMMIT_SECONDS, Buckets
 STATES = ("delayed", "ready", "reserved", "buried", "completed", "failed")
 #: beanstalk `stats` keys the exporter leaves out (and the non-numeric ones jobgate adds).
 _SKIP_STATS = frozenset(("hostname", "id", "pid", "os", "platform", "draining"))
+#: s a scrape in shared mode waits for every node's counts (a Prometheus scrape times out
+#: after 10 s by default); then it shows this node's own
+COUNTS_WAIT_S = 5.0
 
 
 def _yaml_pairs(reply: bytes):
@@ -63,19 +74,25 @@ class JobgateCollector(Collector):
 
     def __init__(self, rt) -> None:
         self.rt = rt
+        #: shared mode, during one scrape: every node's counts (Counts), or None (this node's)
+        self.counts = None
 
     def collect(self):
         rt = self.rt
         port = rt.port
-        views = port.queue_views()
-        yield self._jobs(views, port.failed_counts())
+        c = self.counts
+        if c is not None:
+            views, failed, stats = c.views, c.failed, c.stats
+        else:
+            views, failed, stats = port.queue_views(), port.failed_counts(), None
+        yield self._jobs(views, failed)
         yield self._operations()
         yield from self._feed()
         yield from self._storage()
         yield from self._connections()
-        yield from self._bunqueue()
-        yield from self._beanstalkd(views)
-        yield from self._shared()
+        yield from self._bunqueue(c.every if c is not None else None)
+        yield from self._beanstalkd(views, stats)
+        yield from self._shared(c is not None)
 
     # ---------------------------------------------------------------- jobgate_*
     def _jobs(self, views, failed: dict):
@@ -145,11 +162,16 @@ class JobgateCollector(Collector):
         yield CounterMetricFamily("jobgate_storage_outages", "Times storage became "
                                   "unavailable", value=st["outages"])
 
-    def _shared(self):
-        """Shared mode (docs/scaling.md): this node's claims, wake-ups and leader duties."""
+    def _shared(self, counts_up: bool):
+        """Shared mode (docs/scaling.md): whether the job counts are every node's
+        (`counts_up`), this node's claims, wake-ups and leader duties."""
         sh = self.rt.shared
         if sh is None:
             return
+        yield GaugeMetricFamily("jobgate_shared_counts_up", "1 when this scrape's job counts "
+                                "are every node's (read from the database), 0 when they are "
+                                "this node's only (the database did not answer in time)",
+                                value=1 if counts_up else 0)
         yield GaugeMetricFamily("jobgate_shared_leader", "1 while this node leads the shared "
                                 "nodes (promotions, evictions, cron, rescues)",
                                 value=1 if sh.leader else 0)
@@ -215,22 +237,24 @@ class JobgateCollector(Collector):
         yield c
 
     # ---------------------------------------------------------------- bunqueue_*
-    def _bunqueue(self):
+    def _bunqueue(self, every):
+        """The bunqueue listener's Prometheus series; `every`: every node's job counts per
+        queue (shared mode) or None."""
         info = self.rt.states.get("bunqueue")
         if info is None:
             return
-        from protocols.bunqueue.handlers_metrics import prometheus
-        text = prometheus(SimpleNamespace(info=info, port=info.port), {})["data"]["metrics"]
+        from protocols.bunqueue.handlers_metrics import prometheus_text
+        text = prometheus_text(info, info.port, every)
         for fam in text_string_to_metric_families(text):
             if fam.name.startswith("bunqueue_"):   # process_*: prometheus_client's own
                 yield fam
 
     # ------------------------------------------------------- beanstalkd_exporter
-    def _beanstalkd(self, views):
+    def _beanstalkd(self, views, stats):
         info = self.rt.states.get("beanstalk")
         if info is None:
             return
-        for key, v in _yaml_pairs(info.stats()):
+        for key, v in _yaml_pairs(info.stats(stats)):
             if key not in _SKIP_STATS:
                 yield GaugeMetricFamily(key.replace("-", "_"), f"beanstalk stats {key} "
                                         "(beanstalkd_exporter name)", value=v)
@@ -247,14 +271,78 @@ class JobgateCollector(Collector):
         yield from tubes.values()
 
 
+class Counts(NamedTuple):
+    """Every node's job counts for one scrape (shared mode): `views` (list of QueueView),
+    `failed` ({queue: jobs failed for good}), `stats` (ServerStats), `every` ({queue:
+    Port.job_counts dict}, for the bunqueue series; None without a bunqueue listener)."""
+
+    views: list
+    failed: dict
+    stats: object
+    every: dict | None
+
+
+async def _answer(start, wait_s: float):
+    """The answer of a port operation's callback form, `start(callback)`; raises
+    asyncio.TimeoutError after `wait_s` s, or the Exception the operation answered (a
+    database error)."""
+    fut = asyncio.get_running_loop().create_future()
+
+    def got(x) -> None:
+        if not fut.done():
+            fut.set_result(x)
+    start(got)
+    x = await asyncio.wait_for(asyncio.shield(fut), wait_s)
+    if isinstance(x, Exception):
+        raise x
+    return x
+
+
+async def global_counts(port, bunqueue: bool, wait_s: float = COUNTS_WAIT_S) -> Counts | None:
+    """Every node's job counts (Counts) read from the database (`bunqueue`: the per-queue
+    counts of the bunqueue series too), or None when the reads do not all answer within
+    `wait_s` s in all (or one fails)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + wait_s
+    reads = [port.queue_views_global, port.failed_counts_global, port.stats_global]
+    if bunqueue:
+        reads.append(port.job_counts_all_global)
+    got = []
+    try:
+        for start in reads:
+            got.append(await _answer(start, max(0.0, end - loop.time())))
+    except Exception:   # asyncio.TimeoutError or the database's: this node's counts
+        return None
+    if not bunqueue:
+        got.append(None)
+    return Counts(*got)
+
+
 class Exporter:
     """The registry of one server (gateway.server.Runtime `rt`): JobgateCollector and
-    prometheus_client's ProcessCollector. `exposition()` -> (text bytes, content type)."""
+    prometheus_client's ProcessCollector. `await scrape()` -> (text bytes, content type)."""
 
     def __init__(self, rt) -> None:
+        self.rt = rt
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(JobgateCollector(rt))
+        self.collector = JobgateCollector(rt)
+        self.registry.register(self.collector)
         ProcessCollector(registry=self.registry)
 
-    def exposition(self) -> tuple:
-        return generate_latest(self.registry), CONTENT_TYPE_PLAIN_0_0_4
+    async def scrape(self) -> tuple:
+        """The exposition: (text bytes, content type). In shared mode it first reads every
+        node's job counts (global_counts: up to COUNTS_WAIT_S s)."""
+        rt = self.rt
+        counts = None
+        if rt.shared is not None:
+            counts = await global_counts(rt.port, "bunqueue" in rt.states)
+        return self.exposition(counts)
+
+    def exposition(self, counts: Counts | None = None) -> tuple:
+        """The exposition now, with `counts` (None: this node's own): (text bytes, content
+        type). On the event loop."""
+        self.collector.counts = counts
+        try:
+            return generate_latest(self.registry), CONTENT_TYPE_PLAIN_0_0_4
+        finally:
+            self.collector.counts = None

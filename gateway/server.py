@@ -290,14 +290,15 @@ class Runtime:
         finally:
             self.writer.off_commit(check)
 
-    def metrics_text(self) -> tuple:
+    async def metrics_text(self) -> tuple:
         """The Prometheus exposition of this server: (body bytes, content type); what `GET
-        /metrics` answers (gateway/metrics_export.py, docs/metrics.md). prometheus_client is
-        imported on the first scrape."""
+        /metrics` answers (gateway/metrics_export.py, docs/metrics.md; in shared mode the job
+        counts are read from the database first). prometheus_client is imported on the first
+        scrape."""
         if self._exporter is None:
             from .metrics_export import Exporter
             self._exporter = Exporter(self)
-        return self._exporter.exposition()
+        return await self._exporter.scrape()
 
     def stop(self) -> None:
         """Stop serving (what SIGTERM does); callable from the event loop's thread."""

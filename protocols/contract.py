@@ -84,8 +84,9 @@ class ServeHooks(NamedTuple):
     mutation made so far is committed (durability `commit`; at once otherwise), as
     `Transport.send(durable=True)` holds a reply. `ssl_context`: the listener's
     ssl.SSLContext (TLS configured) or None. `address`: "host:port" or "unix:/path".
-    `metrics`: None, or `metrics() -> (body bytes, content type str)`: the server's
-    Prometheus exposition (gateway/metrics_export.py), served at `GET /metrics`."""
+    `metrics`: None, or a coroutine function, `await metrics() -> (body bytes, content type
+    str)`: the server's Prometheus exposition (gateway/metrics_export.py), served at `GET
+    /metrics`."""
 
     wait_durable: Callable
     ssl_context: object = None

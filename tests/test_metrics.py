@@ -23,6 +23,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from gateway.metrics_export import Exporter
+
 from .bunqueue_support import BQ
 from .inproc import InProcServer
 from .workq_support import WorkqRaw, add_cmd, complete_cmd, fail_cmd, new_uid
@@ -199,7 +201,8 @@ def test_commit_histograms_count_every_committed_batch(server, http):
     traffic(server)
     rt = server.runtime
     # the exposition and the writer's count read together on the loop: no commit in between
-    text, batches = server.call(lambda: (rt.metrics_text()[0].decode(), rt.writer.batches))
+    exp = Exporter(rt)
+    text, batches = server.call(lambda: (exp.exposition()[0].decode(), rt.writer.batches))
     m = {}
     for fam in text_string_to_metric_families(text):
         for s in fam.samples:

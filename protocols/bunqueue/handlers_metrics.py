@@ -13,12 +13,16 @@ import os
 import resource
 
 from .codec import js_num, num
-from .handlers_query import counts
+from core.api import BURIED, COMPLETED, DELAYED, READY, RESERVED
+
+from .handlers_query import _when, counts_of
 from .info import BUN_VERSION, SPEAKS_VERSION
 from .options import queue_error
 from .registry import command, err
 
 _MAX_SAFE = 2 ** 53 - 1
+#: the states whose jobs make a queue another node has worth a per-queue series
+_STATES = (READY, DELAYED, RESERVED, BURIED, COMPLETED)
 
 
 def _rss_bytes() -> int:
@@ -142,22 +146,55 @@ def _block(lines: list, name: str, help_: str, kind: str, samples) -> None:
 @command("Prometheus")
 def prometheus(sess, cmd: dict):
     """The reference's Prometheus text (application/metricsExporter.js and
+    prometheusOperationalMetrics.js; prometheus_text). In shared mode the job gauges are
+    every node's (Port.job_counts_all_global: the reply comes once the database answered;
+    `Storage unavailable` when it fails), the rest is this node's."""
+    info = sess.info
+    port = sess.port
+    if not port.shared:
+        return {"ok": True, "data": {"metrics": prometheus_text(info, port)}}
+    return _when(sess, port.job_counts_all_global,
+                 lambda every: {"ok": True, "data": {"metrics": prometheus_text(info, port,
+                                                                                every)}})
+
+
+def _listed(port, every: dict | None) -> list:
+    """[(queue, GetJobCounts object)] of the queues the per-queue series show: this node's
+    live queues (not one that only a connection's watch list keeps, while it has no job);
+    with `every` (Port.job_counts_all_global's {queue: counts}), their counts are every
+    node's, and the queues other nodes have jobs of (or a pause) follow, by name."""
+    out = []
+    seen = set()
+    for qv in port.queue_views():
+        seen.add(qv.name)
+        if qv.pinned and qv.is_empty():
+            continue
+        c = port.job_counts(qv.name) if every is None else every[qv.name]
+        out.append((qv.name, counts_of(c)))
+    for q in sorted(every or ()):
+        c = every[q]
+        if q not in seen and (c["paused"] or any(c[k] for k in _STATES)):
+            out.append((q, counts_of(c)))
+    return out
+
+
+def prometheus_text(info, port, every: dict | None = None) -> str:
+    """The reference's Prometheus text (application/metricsExporter.js and
     prometheusOperationalMetrics.js): every series it writes, with its HELP text, type and
     order, blocks separated by a blank line, ending in a newline. What jobgate does not have is
     written as the reference writes it when unused (S3 backup off, websocket / SSE
     connections 0, latency histograms empty: B7); cron and webhook counts come from
-    `info.gauges` (0 until those features register a provider). docs/bunqueue.md."""
-    info = sess.info
-    port = sess.port
-    st = port.stats()
-    prio = 0
-    per_queue = []
-    for qv in port.queue_views():
-        if qv.pinned and qv.is_empty():
-            continue
-        c = counts(sess, qv.name)
-        prio += c["prioritized"]
-        per_queue.append((qv.name, c))
+    `info.gauges` (0 until those features register a provider). docs/bunqueue.md.
+    `info`: the listener's BunqueueInfo; `every`: None (the job gauges are this engine's), or
+    {queue: Port.job_counts dict} of every node (shared mode)."""
+    per_queue = _listed(port, every)
+    prio = sum(c["prioritized"] for _, c in per_queue)
+    if every is None:
+        st = port.stats()
+        ready, active, dlq, completed = st.ready, st.reserved, st.buried, st.completed
+    else:
+        ready, active, dlq, completed = (sum(c[k] for c in every.values())
+                                         for k in (READY, RESERVED, BURIED, COMPLETED))
     clock = port.clock
     ws = info.workers.listing(clock.wall_ms())["stats"]
     uptime_ms = clock.monotonic_ms() - info.started
@@ -167,14 +204,14 @@ def prometheus(sess, cmd: dict):
     lines: list = []
     for name, help_, kind, value in (
             ("bunqueue_jobs_waiting", "Number of jobs waiting in queue", "gauge",
-             st.ready - prio),
+             ready - prio),
             ("bunqueue_jobs_prioritized", "Number of prioritized jobs (priority > 0)", "gauge",
              prio),
             ("bunqueue_jobs_delayed", "Number of delayed jobs", "gauge",
              sum(c["delayed"] for _, c in per_queue)),   # not parents waiting for children
-            ("bunqueue_jobs_active", "Number of jobs being processed", "gauge", st.reserved),
-            ("bunqueue_jobs_dlq", "Number of jobs in dead letter queue", "gauge", st.buried),
-            ("bunqueue_jobs_completed", "Number of completed jobs", "gauge", st.completed),
+            ("bunqueue_jobs_active", "Number of jobs being processed", "gauge", active),
+            ("bunqueue_jobs_dlq", "Number of jobs in dead letter queue", "gauge", dlq),
+            ("bunqueue_jobs_completed", "Number of completed jobs", "gauge", completed),
             ("bunqueue_jobs_pushed_total", "Total jobs pushed", "counter", info.total_pushed),
             ("bunqueue_jobs_pulled_total", "Total jobs pulled", "counter", info.total_pulled),
             ("bunqueue_jobs_completed_total", "Total jobs completed", "counter",
@@ -243,4 +280,4 @@ def prometheus(sess, cmd: dict):
         _block(lines, name, f"{op.capitalize()} operation latency in seconds", "histogram",
                [(f'_bucket{{le="{b}"}}', 0) for b in _BUCKETS]
                + [("_sum", 0), ("_count", 0)])
-    return {"ok": True, "data": {"metrics": "\n".join(lines) + "\n"}}
+    return "\n".join(lines) + "\n"

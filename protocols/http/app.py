@@ -55,7 +55,8 @@ def _memory() -> dict:
 
 def build_app(state, hooks) -> web.Application:
     """The aiohttp Application of HttpState `state` (ServeHooks `hooks`)."""
-    from protocols.bunqueue.handlers_query import counts
+    from protocols.bunqueue.handlers_query import counts_of
+    from protocols.bunqueue.registry import STORAGE_UNAVAILABLE
     from protocols.bunqueue.info import SPEAKS_VERSION
 
     from protocols.bunqueue.session import event_dict
@@ -106,7 +107,7 @@ def build_app(state, hooks) -> web.Application:
                 body["storage"] = storage_extra()
             return reply(body, 200 if ok else 503, state.cors)
         if path == "/metrics" and method == "GET" and hooks.metrics is not None:
-            body, ctype = hooks.metrics()   # every dialect's (docs/metrics.md); no token
+            body, ctype = await hooks.metrics()   # every dialect's (docs/metrics.md); no token
             return web.Response(body=body, headers={**cors, "Content-Type": ctype})
         if path == "/prometheus" and method == "GET":
             r = await run(None, {"cmd": "Prometheus"})
@@ -247,8 +248,14 @@ def build_app(state, hooks) -> web.Application:
         s = (await run(principal, {"cmd": "Stats"}))["stats"]
         sess = state.session(principal)
         t = {"waiting": 0, "prioritized": 0, "delayed": 0, "active": 0, "waiting-children": 0}
-        for qv in sess.port.queue_views():
-            c = counts(sess, qv.name)
+        fut = asyncio.get_running_loop().create_future()
+        # every queue's counts: in shared mode every node's (read after the commands above)
+        sess.port.job_counts_all_global(lambda x: fut.done() or fut.set_result(x))
+        every = await fut
+        if isinstance(every, Exception):
+            return {"ok": False, "error": STORAGE_UNAVAILABLE}
+        for jc in every.values():
+            c = counts_of(jc)
             for k in t:
                 t[k] += c[k]
         secs = max(s["uptime"] / 1000, 1e-3)
