@@ -162,20 +162,31 @@ def _listed(port, every: dict | None) -> list:
     """[(queue, GetJobCounts object)] of the queues the per-queue series show: this node's
     live queues (not one that only a connection's watch list keeps, while it has no job);
     with `every` (Port.job_counts_all_global's {queue: counts}), their counts are every
-    node's, and the queues other nodes have jobs of (or a pause) follow, by name."""
+    node's (a queue kept by a watch list is shown when any node has jobs of it; one made here
+    after `every` was read has this node's counts), and the queues other nodes have jobs of
+    (or a pause) follow, by name."""
     out = []
     seen = set()
     for qv in port.queue_views():
         seen.add(qv.name)
-        if qv.pinned and qv.is_empty():
+        c = None if every is None else every.get(qv.name)   # None: made after the read
+        if c is None:
+            if qv.pinned and qv.is_empty():
+                continue
+            c = port.job_counts(qv.name)
+        elif qv.pinned and not any(c[k] for k in _STATES):   # as is_empty, every node's
             continue
-        c = port.job_counts(qv.name) if every is None else every[qv.name]
         out.append((qv.name, counts_of(c)))
     for q in sorted(every or ()):
         c = every[q]
-        if q not in seen and (c["paused"] or any(c[k] for k in _STATES)):
+        if q not in seen and _has_jobs(c):
             out.append((q, counts_of(c)))
     return out
+
+
+def _has_jobs(c: dict) -> bool:
+    """True when job counts `c` (Port.job_counts) show a job or a pause."""
+    return c["paused"] or any(c[k] for k in _STATES)
 
 
 def prometheus_text(info, port, every: dict | None = None) -> str:

@@ -53,8 +53,15 @@ def _memory() -> dict:
     return {"heapUsed": mb, "heapTotal": mb, "rss": mb}
 
 
+#: s `/stats` and `/prometheus` wait for a shared-mode node's database reads: then `/stats`
+#: answers 503 Storage unavailable and `/prometheus` this node's own counts (a Prometheus
+#: scrape times out after 10 s by default)
+GLOBAL_WAIT_S = 5.0
+
+
 def build_app(state, hooks) -> web.Application:
     """The aiohttp Application of HttpState `state` (ServeHooks `hooks`)."""
+    from protocols.bunqueue.handlers_metrics import prometheus_text
     from protocols.bunqueue.handlers_query import counts_of
     from protocols.bunqueue.registry import STORAGE_UNAVAILABLE
     from protocols.bunqueue.info import SPEAKS_VERSION
@@ -110,7 +117,12 @@ def build_app(state, hooks) -> web.Application:
             body, ctype = await hooks.metrics()   # every dialect's (docs/metrics.md); no token
             return web.Response(body=body, headers={**cors, "Content-Type": ctype})
         if path == "/prometheus" and method == "GET":
-            r = await run(None, {"cmd": "Prometheus"})
+            try:   # shared mode: every node's counts, unless the database does not answer
+                r = await asyncio.wait_for(run(None, {"cmd": "Prometheus"}), GLOBAL_WAIT_S)
+            except asyncio.TimeoutError:
+                r = None
+            if r is None or r.get("ok") is not True:   # then this node's own counts
+                r = {"data": {"metrics": prometheus_text(state.info, port)}}
             return web.Response(body=r["data"]["metrics"].encode(),
                                 headers={**cors, "Content-Type": _PROM_TYPE})
         ok, principal = state.principal(request.headers.get("Authorization"))
@@ -152,7 +164,11 @@ def build_app(state, hooks) -> web.Application:
     async def route(request, path, method, principal):
         parts = path.split("/")[1:]
         if path == "/stats" and method == "GET":
-            return creply(await stats(principal))
+            try:   # shared mode: read from the database, which may not answer
+                r = await asyncio.wait_for(stats(principal), GLOBAL_WAIT_S)
+                return creply(r, 200 if r["ok"] else 503)
+            except asyncio.TimeoutError:
+                return creply({"ok": False, "error": STORAGE_UNAVAILABLE}, 503)
         if len(parts) == 3 and parts[0] == "queues" and parts[2] == "jobs" and parts[1]:
             from urllib.parse import unquote
             queue = unquote(parts[1])
@@ -245,14 +261,14 @@ def build_app(state, hooks) -> web.Application:
 
     async def stats(principal) -> dict:
         m = (await run(principal, {"cmd": "Metrics"}))["metrics"]
-        s = (await run(principal, {"cmd": "Stats"}))["stats"]
+        s = (await run(principal, {"cmd": "Stats"})).get("stats")
         sess = state.session(principal)
         t = {"waiting": 0, "prioritized": 0, "delayed": 0, "active": 0, "waiting-children": 0}
         fut = asyncio.get_running_loop().create_future()
         # every queue's counts: in shared mode every node's (read after the commands above)
         sess.port.job_counts_all_global(lambda x: fut.done() or fut.set_result(x))
         every = await fut
-        if isinstance(every, Exception):
+        if isinstance(every, Exception) or s is None:
             return {"ok": False, "error": STORAGE_UNAVAILABLE}
         for jc in every.values():
             c = counts_of(jc)
