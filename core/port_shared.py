@@ -108,6 +108,16 @@ class SharedOps:
         AttributeError in single-node mode."""
         self._engine.shared.calls.reach(uids, callback)
 
+    def wait_for(self, waiter: str, deps: list) -> None:
+        """Shared mode, after job `waiter` (uid) was put waiting for the jobs `deps` (uids,
+        each in this engine, in the database or held by another node; a bunqueue PUSH with
+        `dependsOn` or `parentId`): each dependency learns that `waiter` waits for it
+        (its ``waiters``), so that its completion on any node releases `waiter`; one that
+        completed meanwhile (or has no row any more) releases it at once. Delivered after
+        this node's commit, retried until it succeeds (core/shared_flows.py, "wait" notes).
+        Raises AttributeError in single-node mode."""
+        self._engine.shared.flows.wait_for(waiter, deps)
+
     def reach_ids(self, ids: list, callback) -> None:
         """reach_jobs for jobs named by id (beanstalk `reserve-job`): `callback({id: node
         number})`. Raises AttributeError in single-node mode."""

@@ -12,7 +12,12 @@ its own commit (the child's completion) is in the database:
 - ``("failed", child uid, key, policy, error text)``: the child failed for good and has a
   ``parentPolicy`` (fail / remove / ignore / continue), applied to the parent;
 - ``("kept", child uid, [result, fmt])``: a completed child is being deleted: its result stays
-  readable for the parent (``keptValues``).
+  readable for the parent (``keptValues``);
+- ``("wait", waiter uid)``, sent to a job another job depends on (a bunqueue PUSH with
+  ``dependsOn`` or ``parentId`` outside a flow): the job adds the waiter to its ``waiters``, so
+  that its completion on any node reaches the waiter; a job that has completed already (or
+  has no row anywhere: removed, as a single server's `dependency_met` counts it) answers with a
+  "done" note to the waiter instead.
 
 The notes made before one commit go together, after it: those to one parent are applied
 at once, values and failures before completions, so that a worker given a parent released by
@@ -27,8 +32,8 @@ holder does not answer) are tried again RETRY_MS later, the wait doubling up to 
 and never given up.
 
 Which jobs wait for a job: a child's ``waiters`` extra (the uids of the flow jobs whose
-``dependsOn`` name it), written by bunqueue's PUSHF in shared mode; the parent's ``deps``
-are as on a single server.
+``dependsOn`` name it), written by bunqueue's PUSHF in shared mode, or added by a "wait" note
+(`wait_for`); the parent's ``deps`` are as on a single server.
 
 A safety net for notes lost with their node (stopped or killed between the child's commit
 and the notes' delivery): the leader's sweep (`stalled`) pages through the parked rows nobody
@@ -42,6 +47,7 @@ from __future__ import annotations
 import msgpack
 
 from .extras import BLOCKED_MS
+from .model import COMPLETED
 from .shared_reads import UID_SQL, _run
 
 #: the Calls "dialect" of parent notes forwarded to the node holding the parent
@@ -56,7 +62,7 @@ ABSENT_TRIES = 3
 SWEEP_MAX = 500
 #: the order notes to one parent are applied in: its children's values and failures before
 #: the completions that may release it (a worker given the parent reads them all)
-_ORDER = {"kept": 0, "failed": 1, "done": 2}
+_ORDER = {"kept": 0, "failed": 1, "done": 2, "wait": 3}
 
 
 def waiters(ext) -> tuple:
@@ -126,6 +132,33 @@ class SharedFlows:
             if e.find_uid(w) is None:
                 self.note(w, ("done", uid))
 
+    def wait_for(self, waiter: str, deps) -> None:
+        """Job `waiter` (just created here, waiting for `deps`: uids) is to be told when each
+        of `deps` completes on any node: a dependency in this engine gets it in its
+        ``waiters`` now, every other one through a "wait" note (see the module docstring)."""
+        e = self.node.e
+        for d in deps:
+            job = e.find_uid(d)
+            if job is not None:
+                self.add_waiter(job, waiter)
+            else:
+                self.note(d, ("wait", waiter))
+
+    def add_waiter(self, job, waiter: str) -> None:
+        """`job` (in this engine) is waited for by job `waiter`: added to its ``waiters``
+        (stored with the next commit); a completed `job` sends `waiter` its "done" note
+        instead (core/extras.py dependency_met)."""
+        e = self.node.e
+        if job.state is COMPLETED:
+            if e.find_uid(waiter) is None:
+                self.note(waiter, ("done", e.uid_of(job)))
+            else:
+                e._deps_done(e.uid_of(job))
+            return
+        ws = waiters(job.ext)
+        if waiter not in ws:
+            e.update_ext(job, {"waiters": list(ws) + [waiter]})
+
     def note(self, parent: str, note: tuple) -> None:
         """Deliver `note` to job `parent` once this node's changes so far are committed; the
         notes made before that commit go together, those to one parent applied at once."""
@@ -176,8 +209,13 @@ class SharedFlows:
         if nowhere:
             if absent + 1 < ABSENT_TRIES:
                 self._deliver(nowhere, tries, absent + 1)
-            else:
-                self.absent += sum(len(n) for n in nowhere.values())
+                return
+            for target, notes in nowhere.items():
+                for n in notes:
+                    if n[0] == "wait":   # a dependency with no row: removed, so met
+                        self.note(n[1], ("done", target))
+                    else:
+                        self.absent += 1
 
     def _forward(self, holder: int, parent: str, notes: list, tries: int) -> None:
         self.inflight += 1
@@ -258,6 +296,8 @@ class SharedFlows:
                 e.child_failure(parent, note[1], note[2], note[3], note[4])
             elif kind == "kept":
                 e.keep_value(parent, note[1], list(note[2]))
+            elif kind == "wait":
+                self.add_waiter(parent, note[1])
 
 
 _pack = msgpack.Packer(use_bin_type=True).pack

@@ -113,23 +113,6 @@ def test_waitjob_timeout_0_answers_only_itself(nodes):
     assert r["completed"] is False and time.monotonic() - t0 > 2   # its own timeout
 
 
-def test_dependencies_outside_a_flow_are_refused_in_shared_mode(nodes):
-    """Only a flow's jobs know which jobs wait for them (docs/scaling.md "Flows across
-    nodes"): dependsOn and parentId on PUSH / PUSHB answer an error instead of parking jobs
-    for good; PUSHF is accepted (tests/test_shared_flows.py)."""
-    (a,) = nodes(1)
-    q = BQ(a.bunqueue_port)
-    jid = q.push("fq", {"x": 1})
-    msg = ("Job dependencies outside a flow (dependsOn, parentId) are not supported in "
-           "shared mode; use a flow (PUSHF) (docs/scaling.md)")
-    assert q.call("PUSH", queue="fq", data={}, dependsOn=[jid]) == {"ok": False, "error": msg}
-    assert q.call("PUSH", queue="fq", data={}, parentId=jid) == {"ok": False, "error": msg}
-    r = q.call("PUSHB", queue="fq", jobs=[{"name": "c", "data": {}, "dependsOn": [jid]}])
-    assert r["ok"] is False and msg in r["error"]
-    r = q.call("PUSHF", jobs=[{"id": "p", "queue": "fq", "input": {"name": "p", "data": {}}}])
-    assert r["ok"] is True
-
-
 def test_the_first_node_creates_the_shared_indexes(nodes):
     """Migrations leave a single-node server's jobs table without secondary indexes; the
     shared mode's partial indexes come with the first node (valid, built CONCURRENTLY)."""

@@ -20,8 +20,7 @@ from __future__ import annotations
 from itertools import chain
 
 from .codec import array_header, map_header, pack
-from .options import (DATA_MAX, SHARED_NO_FLOWS, data_error, options_error, queue_error,
-                      queue_name, take_name)
+from .options import DATA_MAX, data_error, options_error, queue_error, queue_name, take_name
 
 #: Frames larger than this (bytes) are decoded in slices (codec.decode_steps) and their data
 #: encoded in slices (pack_steps).
@@ -173,12 +172,10 @@ def push_batch_steps(sess, cmd: dict, create_one, create_plain, plain_keys, slic
             return {"ok": False, "error": f"jobs[{i}]: {msg}"}
         if too_large(enc[0]):
             return {"ok": False, "error": f"jobs[{i}]: {_TOO_LARGE}"}
-        if not plain and e.shared and (opts.get("dependsOn")
-                                       or opts.get("parentId") is not None):
-            return {"ok": False, "error": f"jobs[{i}]: {SHARED_NO_FLOWS}"}
         if not plain:
             for d in opts.get("dependsOn") or ():
-                if str(d) not in batch_ids and e.find(str(d)) is None:
+                if str(d) not in batch_ids and e.find(str(d)) is None \
+                        and str(d) not in sess.linked_elsewhere:   # shared: held elsewhere
                     return {"ok": False, "error": f"jobs[{i}]: Dependency job not found: {d}"}
         encoded.append(enc)
     ids: list = []

@@ -24,7 +24,11 @@ have first asks the database (Port.uids_taken_global) which of them a row alread
 are answered with the existing id, as a single server answers a custom id it has
 (`taken_elsewhere`), the others are created. Dedup keys alike: a `uniqueKey` no unfinished job
 of this node holds is looked up in the database (Port.dedup_global, `jobs.dedup_key`); a key an
-unfinished job holds on any node answers that job's id (`keys_elsewhere`).
+unfinished job holds on any node answers that job's id (`keys_elsewhere`). Dependencies
+outside a flow (a PUSH or PUSHB with `dependsOn` or `parentId`): the jobs named are brought
+here first when no node holds them; one another node holds (of a queue the client may use)
+counts as existing and unfinished (`linked_elsewhere`); the new job then tells each dependency
+it waits for it (Port.wait_for).
 """
 from __future__ import annotations
 
@@ -33,6 +37,7 @@ import msgpack
 from core.api import AccessDenied
 
 from .codec import _keep_ext, decode_command, pack
+from .handlers_flow import link_queue
 from .options import queue_name
 from .registry import HANDLERS, MUTATING, STORAGE_UNAVAILABLE, err
 
@@ -273,21 +278,52 @@ def unique_keys(sess, name: str, cmd: dict) -> list:
     return out
 
 
-def check_new(sess, uids: list, keys: list, cmd: dict, handler, name: str, rid) -> None:
-    """Ask the database which of `uids` rows have and which of `keys` ((queue, uniqueKey))
-    unfinished jobs hold (shared mode), then run the command with those answered as existing
-    (`taken_elsewhere`, `keys_elsewhere`); its reply answers `rid` later (after the commit, as
-    a client's push waits for it). A database error answers `Storage unavailable`."""
+def linked_ids(sess, name: str, cmd: dict) -> list:
+    """The uids of the jobs a PUSH or PUSHB links its new jobs to (`dependsOn`, `parentId`)
+    that this node does not have (shared mode: brought here or located first, check_new)."""
+    if name == "PUSHF":
+        return []
+    items = (cmd,) if name == "PUSH" else cmd.get("jobs")
+    if items.__class__ is not list and items.__class__ is not tuple:
+        return []
+    port = sess.port
+    out: list = []
+    made = {c for c in map(_custom, items) if c is not None}   # a batch's own jobs
+    for o in items:
+        if o.__class__ is not dict:
+            continue
+        deps = o.get("dependsOn")
+        named = list(deps) if deps.__class__ is list else []
+        if o.get("parentId") is not None and link_queue(o) is not None:
+            named.append(o["parentId"])   # Queue.add's parent: it waits for the new job
+        for u in named:
+            u = str(u)
+            if u not in out and u not in made and port.find(u) is None:
+                out.append(u)
+    return out
+
+
+def check_new(sess, uids: list, keys: list, cmd: dict, handler, name: str, rid,
+              links: list = ()) -> None:
+    """Shared mode, before a push: bring the jobs `links` names (its new jobs' dependencies
+    and parent, linked_ids) into this node when no node holds them (Port.reach_jobs; those
+    another node holds are `linked_elsewhere`), ask the database which of `uids` rows have and
+    which of `keys` ((queue, uniqueKey)) unfinished jobs hold, then run the command with those
+    answered as existing (`taken_elsewhere`, `keys_elsewhere`); its reply answers `rid` later
+    (after the commit, as a client's push waits for it). A database error answers `Storage
+    unavailable`."""
     found: dict = {}
 
     def run() -> None:
         sess.taken_elsewhere = frozenset(found.get("ids", ()))
         sess.keys_elsewhere = found.get("keys", {})
+        sess.linked_elsewhere = found.get("links", {})
         try:
             sess.answer_later(handler, name, cmd, rid)
         finally:
             sess.taken_elsewhere = frozenset()
             sess.keys_elsewhere = {}
+            sess.linked_elsewhere = {}
 
     def got(what: str, more):
         def done(answer) -> None:
@@ -295,10 +331,22 @@ def check_new(sess, uids: list, keys: list, cmd: dict, handler, name: str, rid) 
             more()
         return _from_db(sess, rid, done)
     then_keys = (lambda: sess.port.dedup_global(keys, got("keys", run))) if keys else run
-    if uids:
-        sess.port.uids_taken_global(uids, got("ids", then_keys))
+    then_ids = ((lambda: sess.port.uids_taken_global(uids, got("ids", then_keys))) if uids
+                else then_keys)
+    if links:
+        def reached(where) -> None:
+            if not where:
+                found["links"] = {}
+                then_ids()
+                return
+
+            def seen(views) -> None:   # jobs of the queues the client may use (ScopedPort)
+                found["links"] = {u: where[u] for u in views if u in where}
+                then_ids()
+            sess.port.lookup_remote_many(list(where), _from_db(sess, rid, seen))
+        sess.port.reach_jobs(list(links), _from_db(sess, rid, reached))
     else:
-        then_keys()
+        then_ids()
 
 
 def server(info):

@@ -12,9 +12,9 @@ from .codec import pack
 from .info import DEFAULT_LOCK_TTL_MS
 from .jobview import DEFAULT_MAX_ATTEMPTS, job_body, new_id
 from .bulk import encode_steps, push_batch_steps, release_steps, too_large
-from .options import (SHARED_NO_FLOWS, build_ext, data_error, encode_data, number_error,
-                      options_error, queue_error, queue_name, take_name)
-from .handlers_flow import link_new_child, parent_link_error, with_parent
+from .options import (build_ext, data_error, encode_data, number_error, options_error,
+                      queue_error, queue_name, take_name)
+from .handlers_flow import link_new_child, link_queue, parent_link_error, with_parent
 from .registry import PENDING, Spliced, bulk_command, command, err
 
 
@@ -70,8 +70,6 @@ def _push_one(sess, queue: str, opts: dict, prefix: str = "", encoded=None):
     custom = opts.get("jobId")
     if custom is None:
         custom = opts.get("customId")
-    if e.shared and (opts.get("parentId") is not None or opts.get("dependsOn")):
-        return err(prefix + SHARED_NO_FLOWS)
     if opts.get("parentId") is not None:   # Queue.add with a parent (handlers_flow.py)
         msg = parent_link_error(sess, opts, custom)
         if msg:
@@ -91,6 +89,9 @@ def _push_one(sess, queue: str, opts: dict, prefix: str = "", encoded=None):
     for d in opts.get("dependsOn") or ():
         d = str(d)
         if e.find(d) is None:
+            if d in sess.linked_elsewhere:   # shared mode: another node holds it, unfinished
+                unmet.append(d)
+                continue
             return err(prefix + f"Dependency job not found: {d}")
         if not e.dependency_met(d):
             unmet.append(d)
@@ -106,6 +107,8 @@ def _push_one(sess, queue: str, opts: dict, prefix: str = "", encoded=None):
     ext = build_ext(opts, custom, unmet)
     if opts.get("parentId") is not None:
         ext = with_parent(ext, opts)
+        if e.shared and link_queue(opts) is not None:
+            ext["waiters"] = [str(opts["parentId"])]   # its completion anywhere tells the parent
     e.put(queue, payload, -int(pri) if pri else 0, int(delay) if delay else 0,
           int(timeout) if timeout else DEFAULT_LOCK_TTL_MS, "bunqueue", uid,
           ttl_ms=int(ttl) if ttl else 0, expire_ms=int(ttl) if ttl else 0,
@@ -113,6 +116,8 @@ def _push_one(sess, queue: str, opts: dict, prefix: str = "", encoded=None):
           ext=ext, fmt=fmt)
     if opts.get("parentId") is not None:
         link_new_child(sess, uid, opts)
+    if unmet and e.shared:   # each dependency learns the new job waits for it (any node)
+        e.wait_for(uid, unmet)
     _pushed(sess, queue, 1)
     return uid
 

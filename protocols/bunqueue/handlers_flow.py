@@ -54,7 +54,7 @@ def _flow_ext(inp: dict, id: str, unmet: list) -> dict:
 
 
 # ------------------------------------------------------- PUSH with a parent
-def _link_queue(opts: dict):
+def link_queue(opts: dict):
     """The parent's queue a PUSH names in its data (`__parentQueue`, with `__parentId` equal
     to `parentId`: Queue.add's parent option), or None (a bare parentId: no link is made;
     parentLinkInput.js)."""
@@ -68,7 +68,7 @@ def _link_queue(opts: dict):
 def parent_link_error(sess, opts: dict, custom) -> str | None:
     """The reference's error for a PUSH that links a new child to a parent, or None
     (parentLink.js validateParentLinkInputs: the parent is waiting in the named queue)."""
-    q = _link_queue(opts)
+    q = link_queue(opts)
     if q is None:
         return None
     pid = str(opts["parentId"])
@@ -76,6 +76,8 @@ def parent_link_error(sess, opts: dict, custom) -> str | None:
         return "A job cannot be its own parent"
     parent = sess.port.lookup(pid)
     if parent is None:
+        if pid in sess.linked_elsewhere:   # shared mode: another node holds it (active there)
+            return f"Parent job {pid} is not linkable"
         return f"Parent job not found: {pid}"
     if not _waiting(parent):
         return f"Parent job {pid} is not linkable"
@@ -101,7 +103,7 @@ def _link_fields(sess, parent, kids: list, uid: str) -> dict:
 def link_new_child(sess, uid: str, opts: dict) -> None:
     """After a PUSH with a parent link: the parent (checked by parent_link_error) declares the
     new child and waits for it (parentLink.js prepareParentLink / commitParentLink)."""
-    if _link_queue(opts) is None:
+    if link_queue(opts) is None:
         return
     e = sess.port
     parent = e.lookup(str(opts["parentId"]))

@@ -204,8 +204,3 @@ def build_ext(opts: dict, custom_id, deps_unmet: list) -> dict | None:
             ext["firstState"] = "waiting-children"   # its first timeline entry (jobview)
     return ext
 
-
-#: the error for a dependency made outside a flow in shared mode (docs/scaling.md: only PUSHF's
-#: jobs know the jobs waiting for them, which a finish on another node must tell)
-SHARED_NO_FLOWS = ("Job dependencies outside a flow (dependsOn, parentId) are not supported in "
-                   "shared mode; use a flow (PUSHF) (docs/scaling.md)")

@@ -30,6 +30,7 @@ from .bulk import BIG_FRAME
 from .codec import (UNDEFINED, decode_command, decode_steps, frame, nil_req_id, pack, splice_map,
                     unpack_value)
 from .forward import (CUSTOM_IDS, FORWARDED, check_new, custom_ids, forward, held_elsewhere,
+                      linked_ids,
                       unique_keys)
 from .info import CAPABILITIES, PROTOCOL_VERSIONS, SPEAKS_VERSION, BunqueueInfo
 from .registry import (BULK, HANDLERS, MUTATING, PENDING, STORAGE_UNAVAILABLE, Spliced, command,
@@ -133,6 +134,7 @@ class Session:
         self.may_forward = self.port.shared  # shared mode: other nodes' jobs (forward.py)
         self.taken_elsewhere: frozenset = frozenset()   # custom ids in the database (forward.py)
         self.keys_elsewhere: dict = {}   # (queue, uniqueKey) -> uid of the job holding it there
+        self.linked_elsewhere: dict = {}  # dependsOn / parentId uid -> node holding it (forward.py)
         self.bulk = False                   # running the command of a frame over BIG_FRAME
         self._tokens = float(info.rate_limit)
         self._refill = self.port.clock.monotonic_ms()
@@ -195,8 +197,10 @@ class Session:
             elif name in CUSTOM_IDS:
                 uids = custom_ids(self, name, cmd)
                 keys = unique_keys(self, name, cmd)
-                if uids or keys:   # ids and keys this node does not have: the database may
-                    check_new(self, uids, keys, cmd, h, name, rid)   # (forward.py)
+                links = linked_ids(self, name, cmd)
+                if uids or keys or links:   # ids, keys and linked jobs this node does not
+                    # have: the database may (forward.py)
+                    check_new(self, uids, keys, cmd, h, name, rid, links)
                     return None
         return self.call(h, name, cmd, rid)
 
