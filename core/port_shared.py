@@ -108,15 +108,16 @@ class SharedOps:
         AttributeError in single-node mode."""
         self._engine.shared.calls.reach(uids, callback)
 
-    def wait_for(self, waiter: str, deps: list) -> None:
+    def wait_for(self, waiter: str, deps: list, holders: dict | None = None) -> None:
         """Shared mode, after job `waiter` (uid) was put waiting for the jobs `deps` (uids,
         each in this engine, in the database or held by another node; a bunqueue PUSH with
-        `dependsOn` or `parentId`): each dependency learns that `waiter` waits for it
-        (its ``waiters``), so that its completion on any node releases `waiter`; one that
-        completed meanwhile (or has no row any more) releases it at once. Delivered after
-        this node's commit, retried until it succeeds (core/shared_flows.py, "wait" notes).
-        Raises AttributeError in single-node mode."""
-        self._engine.shared.flows.wait_for(waiter, deps)
+        `dependsOn`): each dependency learns that `waiter` waits for it (its ``waiters``),
+        so that its completion on any node releases `waiter`; one that completed meanwhile
+        releases it at once. `holders`: {uid: node number} of the dependencies other nodes
+        held when the push located them (the note goes there). Delivered after this node's
+        commit, retried until it succeeds (core/shared_flows.py, "wait" notes). Raises
+        AttributeError in single-node mode."""
+        self._engine.shared.flows.wait_for(waiter, deps, holders)
 
     def reach_ids(self, ids: list, callback) -> None:
         """reach_jobs for jobs named by id (beanstalk `reserve-job`): `callback({id: node

@@ -14,10 +14,12 @@ its own commit (the child's completion) is in the database:
 - ``("kept", child uid, [result, fmt])``: a completed child is being deleted: its result stays
   readable for the parent (``keptValues``);
 - ``("wait", waiter uid)``, sent to a job another job depends on (a bunqueue PUSH with
-  ``dependsOn`` or ``parentId`` outside a flow): the job adds the waiter to its ``waiters``, so
-  that its completion on any node reaches the waiter; a job that has completed already (or
-  has no row anywhere: removed, as a single server's `dependency_met` counts it) answers with a
-  "done" note to the waiter instead.
+  ``dependsOn`` outside a flow) that another node held when the push ran: that node adds the
+  waiter to the job's ``waiters``, so that its completion on any node reaches the waiter; a
+  job that has completed already answers with a "done" note to the waiter instead, also when
+  its row is gone since (removed on completion: each node remembers the last RECENT_DONE jobs
+  it completed). A dependency that is gone without completing (failed and removed, deleted)
+  releases nothing, as on a single server.
 
 The notes made before one commit go together, after it: those to one parent are applied
 at once, values and failures before completions, so that a worker given a parent released by
@@ -47,7 +49,7 @@ from __future__ import annotations
 import msgpack
 
 from .extras import BLOCKED_MS
-from .model import COMPLETED
+from .model import COMPLETED, parse_derived_uid
 from .shared_reads import UID_SQL, _run
 
 #: the Calls "dialect" of parent notes forwarded to the node holding the parent
@@ -58,6 +60,9 @@ RETRY_MS = 1000
 RETRY_MAX_MS = 30_000
 #: deliveries of notes whose parent no other node holds and that is not here (see _reached)
 ABSENT_TRIES = 3
+#: jobs completed on this node that it remembers (their uid, or id for a job without one),
+#: so that a "wait" note arriving after its dependency completed and was removed answers "done"
+RECENT_DONE = 16384
 #: parked parents the leader's sweep reads per round (it pages through them round by round)
 SWEEP_MAX = 500
 #: the order notes to one parent are applied in: its children's values and failures before
@@ -116,14 +121,19 @@ class SharedFlows:
         self.sweeping = False
         self.sweep_after = (0, 0)  # the sweep's cursor (stalled)
         self.inflight = 0          # deliveries waiting for the database or another node
+        self.recent_done: dict = {}   # jobs completed here lately (uid or id -> None)
         node.calls.handlers[FLOW_CALLS] = self.serve
 
     # ------------------------------------------------------------- engine hooks
     def completed(self, job) -> None:
         """`job` completed (or was deleted by the worker that reserved it): the jobs waiting
         for it that are not in this engine get a "done" note (a local one was released by the
-        engine itself)."""
+        engine itself); remembered for late "wait" notes (RECENT_DONE)."""
         e = self.node.e
+        done = self.recent_done
+        done[job.uid if job.uid is not None else job.id] = None
+        if len(done) > RECENT_DONE:
+            del done[next(iter(done))]
         ws = waiters(job.ext)
         if not ws:
             return
@@ -132,17 +142,35 @@ class SharedFlows:
             if e.find_uid(w) is None:
                 self.note(w, ("done", uid))
 
-    def wait_for(self, waiter: str, deps) -> None:
+    def wait_for(self, waiter: str, deps, holders=None) -> None:
         """Job `waiter` (just created here, waiting for `deps`: uids) is to be told when each
         of `deps` completes on any node: a dependency in this engine gets it in its
-        ``waiters`` now, every other one through a "wait" note (see the module docstring)."""
+        ``waiters`` now, every other one through a "wait" note (see the module docstring),
+        sent after this node's commit to the node holding it (`holders`: {uid: node number},
+        as the push found them), else delivered as any note."""
         e = self.node.e
         for d in deps:
             job = e.find_uid(d)
             if job is not None:
                 self.add_waiter(job, waiter)
-            else:
+                continue
+            holder = (holders or {}).get(d)
+            if holder is None:
                 self.note(d, ("wait", waiter))
+            else:
+                self.inflight += 1   # busy() until sent
+                self.node.after_commit(lambda h=holder, t=d: self._wait_sent(h, t, waiter))
+
+    def _wait_sent(self, holder: int, target: str, waiter: str) -> None:
+        self.inflight -= 1
+        self._forward(holder, target, [("wait", waiter)], 0)
+
+    def finished_here(self, uid: str) -> bool:
+        """True when job `uid` completed on this node lately (RECENT_DONE)."""
+        if uid in self.recent_done:
+            return True
+        id = parse_derived_uid(uid)
+        return id is not None and id in self.recent_done
 
     def add_waiter(self, job, waiter: str) -> None:
         """`job` (in this engine) is waited for by job `waiter`: added to its ``waiters``
@@ -212,9 +240,9 @@ class SharedFlows:
                 return
             for target, notes in nowhere.items():
                 for n in notes:
-                    if n[0] == "wait":   # a dependency with no row: removed, so met
-                        self.note(n[1], ("done", target))
-                    else:
+                    if n[0] == "wait" and self.finished_here(target):
+                        self.note(n[1], ("done", target))   # completed here, then removed
+                    else:   # gone (a "wait": failed and removed, or deleted: nothing)
                         self.absent += 1
 
     def _forward(self, holder: int, parent: str, notes: list, tries: int) -> None:
@@ -280,7 +308,10 @@ class SharedFlows:
             reply(b"1", True)
             return
         for n in notes:
-            self.note(parent, n)
+            if n[0] == "wait" and self.finished_here(parent):
+                self.note(n[1], ("done", parent))   # it completed here meanwhile
+            else:
+                self.note(parent, n)
         reply(b"1", False)
 
     def apply(self, parent, notes: list) -> None:

@@ -9,6 +9,8 @@ Needs JOBGATE_TEST_PG_URL (skipped with a clear reason without it).
 """
 from __future__ import annotations
 
+import time
+
 import msgpack
 
 from .bunqueue_support import BQ, wait_until
@@ -146,3 +148,165 @@ def test_a_parent_active_on_another_node_is_not_linkable(nodes):
         {"ok": False, "error": f"Parent job {p} is not linkable"}
     assert _push_child(qb, "cq", "nope", "pq") == \
         {"ok": False, "error": "Parent job not found: nope"}
+
+
+# ------------------------------------------------------------- from the review of 7e0cd6b
+def test_a_new_job_id_and_a_dependency_waiting_in_the_database(nodes):
+    """A PUSH with a new jobId and a dependency waiting in the database: the custom id is
+    looked up first, the dependency taken in last, so no commit gives it back before the
+    push runs (it was refused as not found, every time)."""
+    a, b = nodes(2)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    for i in range(10):
+        d = qa.push("dq", {"i": i})
+        assert qb.ok("PUSH", queue="jq", data={"i": i}, dependsOn=[d], jobId=f"j-{i}")["id"] \
+            == f"j-{i}"
+        p = qa.push("pq", {"p": i})
+        r = _push_child(qb, "cq", p, "pq", jobId=f"child-{i}")
+        assert r == {"ok": True, "id": f"child-{i}"}, r
+        assert _state(qa, p) == "waiting-children"
+
+
+def test_a_dependency_in_the_database_and_one_held_elsewhere(nodes):
+    """dependsOn [d1 waiting in the database, d2 active on a]: both count (d2 located, d1
+    taken in), and j waits for both."""
+    a, b = nodes(2)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    for i in range(5):
+        d2 = qa.push("dq2", {"i": i})
+        assert _pulled(qa, "dq2") == d2
+        d1 = qa.push("dq1", {"i": i})
+        j = qb.ok("PUSH", queue="jq", data={"i": i}, dependsOn=[d1, d2])["id"]
+        qa.ok("ACK", id=d2)
+        assert _pulled(qa, "dq1") == d1
+        assert _state(qb, j) == "waiting-children"
+        qa.ok("ACK", id=d1)
+        assert wait_until(lambda: _state(qb, j) == "waiting", timeout=5), i
+        assert _pulled(qb, "jq") == j
+
+
+def test_a_pushb_sent_again_on_another_node(nodes):
+    """A batch [{x}, {jobId c-1}, {y, dependsOn [c-1]}] whose c-1 exists already (pushed on
+    a): answered ok with three ids, c-1 the existing one, as a single server does (it was an
+    error after half the batch)."""
+    a, b = nodes(2)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    assert qa.ok("PUSH", queue="jq", data={}, jobId="c-1")["id"] == "c-1"
+    r = qb.ok("PUSHB", queue="jq", jobs=[{"name": "x", "data": {"x": 1}},
+                                          {"name": "c", "data": {}, "jobId": "c-1"},
+                                          {"name": "y", "data": {}, "dependsOn": ["c-1"]}])
+    assert len(r["ids"]) == 3 and r["ids"][1] == "c-1"
+    assert rows(nodes.url, "SELECT count(*) FROM jobs WHERE queue = 'jq'")[0][0] == 3
+
+
+def test_a_dependency_failed_and_removed_releases_nothing(nodes):
+    """d is active on a with removeOnFail and one attempt; j is pushed on b and d fails at
+    once, before or after the wait reaches a: j keeps waiting, as on a single server (a
+    failed dependency is never met; it was released as if d had completed)."""
+    a, b = nodes(2)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    js = []
+    for i in range(10):
+        d = qa.push("dq", {"i": i}, removeOnFail=True, maxAttempts=1)
+        assert _pulled(qa, "dq") == d
+        js.append(qb.ok("PUSH", queue="jq", data={"i": i}, dependsOn=[d])["id"])
+        qa.ok("FAIL", id=d, error="boom")
+    time.sleep(2)
+    assert [j for j in js if _state(qb, j) != "waiting-children"] == []
+
+
+def test_a_restricted_client_cannot_wait_on_other_queues_jobs(pg_url, tmp_path):
+    """A client allowed queue `mine` only names jobs of queue `theirs` (waiting in the
+    database, active on another node, completed) as dependencies or as a parent: answered as
+    missing, and the waiting job of `theirs` is not left held by its node."""
+    from .support import Server
+    cfg = tmp_path / "acc.yaml"
+    cfg.write_text("database:\n  mode: shared\n  poll_interval_ms: 60000\n"
+                   "listeners:\n  beanstalk: {open: true}\n"
+                   "access:\n  principals:\n    - {token: t, queues: [mine]}\n"
+                   "    - {token: all, queues: ['*']}\n")
+    a, b = (Server(pg_url, bunqueue=True, extra=["--config", str(cfg)]) for _ in range(2))
+    try:
+        qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+        assert qa.call("Auth", token="all")["ok"] is True
+        assert qb.call("Auth", token="t")["ok"] is True
+        done = qa.push("theirs", {})
+        active = qa.push("theirs", {})
+        assert _pulled(qa, "theirs") == done
+        qa.ok("ACK", id=done)
+        assert _pulled(qa, "theirs") == active
+        waiting = qa.push("theirs", {})
+        for d in (waiting, active, done):
+            assert qb.call("PUSH", queue="mine", data={}, dependsOn=[d]) == \
+                {"ok": False, "error": f"Dependency job not found: {d}"}, d
+            r = qb.call("PUSHB", queue="mine", jobs=[{"name": "x", "data": {},
+                                                      "dependsOn": [d]}])
+            assert r == {"ok": False, "error": f"jobs[0]: Dependency job not found: {d}"}, d
+        for p in (waiting, active):
+            assert _push_child(qb, "mine", p, "theirs") == \
+                {"ok": False, "error": f"Parent job not found: {p}"}, p
+        assert wait_until(lambda: rows(pg_url, "SELECT node FROM jobs WHERE uid = %s",
+                                       (waiting,))[0][0] is None, timeout=3)
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_flow_jobs_and_a_beanstalk_job_as_dependencies(nodes):
+    """j on b waits for a flow child active on c and j2 for the flow's parent waiting in the
+    database; k waits for a beanstalk job reserved on a, named twice by its derived uid. The
+    child's ACK, the parent's ACK and the beanstalk delete release them, on any node."""
+    from core.model import derived_uid
+
+    from .shared_support import bean
+    from .test_bunqueue_flows import simple_flow
+    a, b, c = nodes(3)
+    qa, qb, qc = BQ(a.bunqueue_port), BQ(b.bunqueue_port), BQ(c.bunqueue_port)
+    p, _, jobs = simple_flow("rfp", "rfc")
+    qa.ok("PUSHF", jobs=jobs)
+    first = _pulled(qc, "rfc")
+    j = qb.ok("PUSH", queue="jq", data={}, dependsOn=[first])["id"]
+    j2 = qb.ok("PUSH", queue="jq", data={}, dependsOn=[p])["id"]
+    assert _state(qb, j) == _state(qb, j2) == "waiting-children"
+    qc.ok("ACK", id=first, result=1)
+    assert wait_until(lambda: _state(qa, j) == "waiting", timeout=5)
+    qc.ok("ACK", id=_pulled(qc, "rfc"), result=2)
+    assert wait_until(lambda: _state(qa, p) == "waiting", timeout=5)
+    assert _state(qb, j2) == "waiting-children"
+    assert _pulled(qa, "rfp") == p
+    qa.ok("ACK", id=p)
+    assert wait_until(lambda: _state(qb, j2) == "waiting", timeout=5)
+    ba = bean(a, "bt")
+    bid = ba.put(b"x")
+    held = ba.reserve(timeout=3)
+    k = qb.ok("PUSH", queue="kq", data={}, dependsOn=[derived_uid(bid), derived_uid(bid)])["id"]
+    assert _state(qb, k) == "waiting-children"
+    ba.delete(held)
+    assert wait_until(lambda: _state(qc, k) == "waiting", timeout=5)
+
+
+def test_a_retried_dependency_and_a_stopped_holder(nodes):
+    """d active on a fails (retried) right after j's push on b, then completes on c: j is
+    released (five times). d2 active on a, whose node then stops: its reservation comes back
+    at its deadline, it completes on c, and j2 is released."""
+    a, b, c = nodes(3)
+    qa, qb, qc = BQ(a.bunqueue_port), BQ(b.bunqueue_port), BQ(c.bunqueue_port)
+    for i in range(5):
+        d = qa.push("dq", {"i": i}, maxAttempts=5)
+        assert _pulled(qa, "dq") == d
+        j = qb.ok("PUSH", queue="jq", data={"i": i}, dependsOn=[d])["id"]
+        qa.ok("FAIL", id=d, error="again")
+        got = qc.ok("PULL", queue="dq", timeout=5000)["job"]
+        assert got is not None and got["id"] == d, i
+        qc.ok("ACK", id=d)
+        assert wait_until(lambda: _state(qb, j) == "waiting", timeout=5), i
+        assert _pulled(qb, "jq") == j
+    d2 = qa.push("dq2", {}, timeout=1500)
+    assert _pulled(qa, "dq2") == d2
+    j2 = qb.ok("PUSH", queue="jq2", data={}, dependsOn=[d2])["id"]
+    assert wait_until(lambda: j2 in _waiters(nodes.url, d2), timeout=5)
+    a.stop()
+    got = qc.ok("PULL", queue="dq2", timeout=15000)["job"]
+    assert got is not None and got["id"] == d2
+    qc.ok("ACK", id=d2)
+    assert wait_until(lambda: _state(qb, j2) == "waiting", timeout=5)

@@ -280,7 +280,9 @@ def unique_keys(sess, name: str, cmd: dict) -> list:
 
 def linked_ids(sess, name: str, cmd: dict) -> list:
     """The uids of the jobs a PUSH or PUSHB links its new jobs to (`dependsOn`, `parentId`)
-    that this node does not have (shared mode: brought here or located first, check_new)."""
+    that this node does not have (shared mode: brought here or located first, check_new).
+    A batch's own custom ids are among them: the batch may name a job that exists already
+    (answered as existing, it is not made here)."""
     if name == "PUSHF":
         return []
     items = (cmd,) if name == "PUSH" else cmd.get("jobs")
@@ -288,7 +290,6 @@ def linked_ids(sess, name: str, cmd: dict) -> list:
         return []
     port = sess.port
     out: list = []
-    made = {c for c in map(_custom, items) if c is not None}   # a batch's own jobs
     for o in items:
         if o.__class__ is not dict:
             continue
@@ -298,20 +299,21 @@ def linked_ids(sess, name: str, cmd: dict) -> list:
             named.append(o["parentId"])   # Queue.add's parent: it waits for the new job
         for u in named:
             u = str(u)
-            if u not in out and u not in made and port.find(u) is None:
+            if u not in out and port.find(u) is None:
                 out.append(u)
     return out
 
 
 def check_new(sess, uids: list, keys: list, cmd: dict, handler, name: str, rid,
               links: list = ()) -> None:
-    """Shared mode, before a push: bring the jobs `links` names (its new jobs' dependencies
-    and parent, linked_ids) into this node when no node holds them (Port.reach_jobs; those
-    another node holds are `linked_elsewhere`), ask the database which of `uids` rows have and
-    which of `keys` ((queue, uniqueKey)) unfinished jobs hold, then run the command with those
-    answered as existing (`taken_elsewhere`, `keys_elsewhere`); its reply answers `rid` later
-    (after the commit, as a client's push waits for it). A database error answers `Storage
-    unavailable`."""
+    """Shared mode, before a push: ask the database which of `uids` rows have and which of
+    `keys` ((queue, uniqueKey)) unfinished jobs hold, and, last, bring the jobs `links`
+    names (its new jobs' dependencies and parent, linked_ids) into this node when no node
+    holds them (Port.reach_jobs; those another node holds, of queues the client may use,
+    are `linked_elsewhere`); then run the command at once (before a commit gives those
+    jobs back) with the answers (`taken_elsewhere`, `keys_elsewhere`); its reply answers
+    `rid` later (after the commit, as a client's push waits for it). A database error
+    answers `Storage unavailable`."""
     found: dict = {}
 
     def run() -> None:
@@ -330,21 +332,20 @@ def check_new(sess, uids: list, keys: list, cmd: dict, handler, name: str, rid,
             found[what] = answer
             more()
         return _from_db(sess, rid, done)
-    then_keys = (lambda: sess.port.dedup_global(keys, got("keys", run))) if keys else run
+
+    def reach() -> None:   # last: nothing may commit between it and the command
+        allowed = found["allowed"]
+
+        def reached(where) -> None:
+            found["links"] = {u: n for u, n in where.items() if u in allowed}
+            run()
+        sess.port.reach_jobs(list(links), _from_db(sess, rid, reached))
+    last = reach if links else run
+    then_keys = (lambda: sess.port.dedup_global(keys, got("keys", last))) if keys else last
     then_ids = ((lambda: sess.port.uids_taken_global(uids, got("ids", then_keys))) if uids
                 else then_keys)
-    if links:
-        def reached(where) -> None:
-            if not where:
-                found["links"] = {}
-                then_ids()
-                return
-
-            def seen(views) -> None:   # jobs of the queues the client may use (ScopedPort)
-                found["links"] = {u: where[u] for u in views if u in where}
-                then_ids()
-            sess.port.lookup_remote_many(list(where), _from_db(sess, rid, seen))
-        sess.port.reach_jobs(list(links), _from_db(sess, rid, reached))
+    if links:   # the named jobs with rows, of queues the client may use (ScopedPort)
+        sess.port.lookup_remote_many(list(links), got("allowed", then_ids))
     else:
         then_ids()
 

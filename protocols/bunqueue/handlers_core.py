@@ -117,7 +117,7 @@ def _push_one(sess, queue: str, opts: dict, prefix: str = "", encoded=None):
     if opts.get("parentId") is not None:
         link_new_child(sess, uid, opts)
     if unmet and e.shared:   # each dependency learns the new job waits for it (any node)
-        e.wait_for(uid, unmet)
+        e.wait_for(uid, unmet, sess.linked_elsewhere)
     _pushed(sess, queue, 1)
     return uid
 
