@@ -24,7 +24,8 @@ operation cannot bypass the check):
   the statement checks the row's queue with the principal's `allows`); `dedup_global` looks
   up the keys of allowed queues only; `lookup_remote_many` answers jobs of allowed queues only. The
   dashboard's (core/port_pages.py): `queue_views_global`, `failed_counts_global` and
-  `job_counts_all_global` list allowed queues only, `job_global` answers None for a job of a disallowed queue.
+  `job_counts_all_global` list allowed queues only, `job_global` answers None for a job of a
+  disallowed queue.
 - PASS: names no queue or job (clock, server counts, owners, timers, ids; a dialect's own
   records, whose keys the dialect checks against the queue they name).
 

@@ -20,8 +20,9 @@ Shared mode (docs/scaling.md): the job counts (`jobgate_jobs`, the exporter's
 `current_jobs_*`, `current_tubes` and `tube_*`) are every node's, read from the database at
 the scrape (Port.queue_views_global, failed_counts_global, stats_global and, with a bunqueue
 listener, job_counts_all_global for the `bunqueue_*jobs*` gauges), as the dashboard's;
-everything else is this node's (a counter per node, as Prometheus sums them). When the database does not answer within COUNTS_WAIT_S, the scrape shows this node's
-counts and `jobgate_shared_counts_up` is 0 (docs/metrics.md).
+everything else is this node's (a counter per node, as Prometheus sums them). When the
+database does not answer within COUNTS_WAIT_S, the scrape shows this node's counts and
+`jobgate_shared_counts_up` is 0 (docs/metrics.md).
 """
 from __future__ import annotations
 
