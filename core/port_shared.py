@@ -113,8 +113,8 @@ class SharedOps:
         each in this engine, in the database or held by another node; a bunqueue PUSH with
         `dependsOn`): each dependency learns that `waiter` waits for it (its ``waiters``),
         so that its completion on any node releases `waiter`; one that completed meanwhile
-        releases it at once. `holders`: {uid: node number} of the dependencies other nodes
-        held when the push located them (the note goes there). Delivered after this node's
+        releases it at once. `holders`: {uid: (node number, job id)} of the dependencies
+        other nodes held when the push located them (the note goes there). Delivered after this node's
         commit, retried until it succeeds (core/shared_flows.py, "wait" notes). Raises
         AttributeError in single-node mode."""
         self._engine.shared.flows.wait_for(waiter, deps, holders)

@@ -13,13 +13,14 @@ its own commit (the child's completion) is in the database:
   ``parentPolicy`` (fail / remove / ignore / continue), applied to the parent;
 - ``("kept", child uid, [result, fmt])``: a completed child is being deleted: its result stays
   readable for the parent (``keptValues``);
-- ``("wait", waiter uid)``, sent to a job another job depends on (a bunqueue PUSH with
-  ``dependsOn`` outside a flow) that another node held when the push ran: that node adds the
-  waiter to the job's ``waiters``, so that its completion on any node reaches the waiter; a
-  job that has completed already answers with a "done" note to the waiter instead, also when
-  its row is gone since (removed on completion: each node remembers the last RECENT_DONE jobs
-  it completed). A dependency that is gone without completing (failed and removed, deleted)
-  releases nothing, as on a single server.
+- ``("wait", waiter uid, job id)``, sent to a job another job depends on (a bunqueue PUSH
+  with ``dependsOn`` outside a flow) that another node held when the push ran (`job id`: the
+  id its row had then): that node adds the waiter to the job's ``waiters``, so that its
+  completion on any node reaches the waiter; a job that has completed already answers with a
+  "done" note to the waiter instead, also when its row is gone since (removed on completion:
+  each node remembers the ids of the last RECENT_DONE jobs it completed, so a custom uid used
+  again by a newer job does not count). A dependency that is gone without completing (failed
+  and removed, deleted) releases nothing, as on a single server.
 
 The notes made before one commit go together, after it: those to one parent are applied
 at once, values and failures before completions, so that a worker given a parent released by
@@ -49,7 +50,7 @@ from __future__ import annotations
 import msgpack
 
 from .extras import BLOCKED_MS
-from .model import COMPLETED, parse_derived_uid
+from .model import COMPLETED
 from .shared_reads import UID_SQL, _run
 
 #: the Calls "dialect" of parent notes forwarded to the node holding the parent
@@ -60,8 +61,8 @@ RETRY_MS = 1000
 RETRY_MAX_MS = 30_000
 #: deliveries of notes whose parent no other node holds and that is not here (see _reached)
 ABSENT_TRIES = 3
-#: jobs completed on this node that it remembers (their uid, or id for a job without one),
-#: so that a "wait" note arriving after its dependency completed and was removed answers "done"
+#: jobs completed on this node that it remembers (their ids), so that a "wait" note arriving
+#: after its dependency completed and was removed answers "done"
 RECENT_DONE = 16384
 #: parked parents the leader's sweep reads per round (it pages through them round by round)
 SWEEP_MAX = 500
@@ -121,7 +122,7 @@ class SharedFlows:
         self.sweeping = False
         self.sweep_after = (0, 0)  # the sweep's cursor (stalled)
         self.inflight = 0          # deliveries waiting for the database or another node
-        self.recent_done: dict = {}   # jobs completed here lately (uid or id -> None)
+        self.recent_done: dict = {}   # ids of the jobs completed here lately -> None
         node.calls.handlers[FLOW_CALLS] = self.serve
 
     # ------------------------------------------------------------- engine hooks
@@ -131,7 +132,7 @@ class SharedFlows:
         engine itself); remembered for late "wait" notes (RECENT_DONE)."""
         e = self.node.e
         done = self.recent_done
-        done[job.uid if job.uid is not None else job.id] = None
+        done[job.id] = None
         if len(done) > RECENT_DONE:
             del done[next(iter(done))]
         ws = waiters(job.ext)
@@ -146,31 +147,28 @@ class SharedFlows:
         """Job `waiter` (just created here, waiting for `deps`: uids) is to be told when each
         of `deps` completes on any node: a dependency in this engine gets it in its
         ``waiters`` now, every other one through a "wait" note (see the module docstring),
-        sent after this node's commit to the node holding it (`holders`: {uid: node number},
-        as the push found them), else delivered as any note."""
+        sent after this node's commit to the node holding it (`holders`: {uid: (node number,
+        job id)}, as the push found them); a dependency in neither is not waited for."""
         e = self.node.e
         for d in deps:
             job = e.find_uid(d)
             if job is not None:
                 self.add_waiter(job, waiter)
                 continue
-            holder = (holders or {}).get(d)
-            if holder is None:
-                self.note(d, ("wait", waiter))
-            else:
+            held = (holders or {}).get(d)
+            if held is not None:
+                note = ("wait", waiter, held[1])
                 self.inflight += 1   # busy() until sent
-                self.node.after_commit(lambda h=holder, t=d: self._wait_sent(h, t, waiter))
+                self.node.after_commit(lambda h=held[0], t=d, n=note: self._wait_sent(h, t, n))
 
-    def _wait_sent(self, holder: int, target: str, waiter: str) -> None:
+    def _wait_sent(self, holder: int, target: str, note: tuple) -> None:
         self.inflight -= 1
-        self._forward(holder, target, [("wait", waiter)], 0)
+        self._forward(holder, target, [note], 0)
 
-    def finished_here(self, uid: str) -> bool:
-        """True when job `uid` completed on this node lately (RECENT_DONE)."""
-        if uid in self.recent_done:
-            return True
-        id = parse_derived_uid(uid)
-        return id is not None and id in self.recent_done
+    def _done_here(self, note: tuple) -> bool:
+        """True for a "wait" note whose dependency (by job id) completed on this node lately
+        (RECENT_DONE)."""
+        return note[0] == "wait" and len(note) > 2 and note[2] in self.recent_done
 
     def add_waiter(self, job, waiter: str) -> None:
         """`job` (in this engine) is waited for by job `waiter`: added to its ``waiters``
@@ -240,7 +238,7 @@ class SharedFlows:
                 return
             for target, notes in nowhere.items():
                 for n in notes:
-                    if n[0] == "wait" and self.finished_here(target):
+                    if self._done_here(n):
                         self.note(n[1], ("done", target))   # completed here, then removed
                     else:   # gone (a "wait": failed and removed, or deleted: nothing)
                         self.absent += 1
@@ -308,7 +306,7 @@ class SharedFlows:
             reply(b"1", True)
             return
         for n in notes:
-            if n[0] == "wait" and self.finished_here(parent):
+            if self._done_here(n):
                 self.note(n[1], ("done", parent))   # it completed here meanwhile
             else:
                 self.note(parent, n)

@@ -9,6 +9,8 @@ Needs JOBGATE_TEST_PG_URL (skipped with a clear reason without it).
 """
 from __future__ import annotations
 
+import os
+import signal
 import time
 
 import msgpack
@@ -310,3 +312,32 @@ def test_a_retried_dependency_and_a_stopped_holder(nodes):
     assert got is not None and got["id"] == d2
     qc.ok("ACK", id=d2)
     assert wait_until(lambda: _state(qb, j2) == "waiting", timeout=5)
+
+
+def test_a_custom_id_used_again_is_not_taken_for_its_completed_namesake(nodes):
+    """Job "c-1" completes on b, removed (b remembers it completed); a new "c-1" is then
+    active on a when j (on b) is pushed depending on it, and a stops answering (SIGSTOP, then
+    killed) before b's wait note reaches it. The new c-1 comes back at its lock deadline and
+    is cancelled: gone without completing. b's retried note finds no row, and b's memory of
+    the old c-1 (kept by job id) does not release j (it did, by uid: review of 52bbecc)."""
+    b, c, a = nodes(3)          # a is not the leader (the first node takes the lock)
+    qa, qb, qc = BQ(a.bunqueue_port), BQ(b.bunqueue_port), BQ(c.bunqueue_port)
+    assert qb.push("dq", {"old": 1}, jobId="c-1", removeOnComplete=True) == "c-1"
+    assert _pulled(qb, "dq") == "c-1"
+    qb.ok("ACK", id="c-1")
+    assert qa.push("dq", {"new": 1}, jobId="c-1", timeout=1500) == "c-1"
+    assert _pulled(qa, "dq") == "c-1"
+    os.kill(a.proc.pid, signal.SIGSTOP)
+    try:
+        j = qb.ok("PUSH", queue="jq", data={}, dependsOn=["c-1"])["id"]
+        assert _state(qb, j) == "waiting-children"
+        time.sleep(0.5)
+    finally:
+        a.kill()
+    assert wait_until(lambda: rows(nodes.url, "SELECT node, state FROM jobs WHERE uid = "
+                                              "'c-1'") == [(None, "ready")], timeout=20)
+    assert qc.call("Cancel", id="c-1")["ok"] is True
+    # b's note: no answer from a within 5 s (CALL_MS), tried again 1 s later where the row
+    # is (none): concluded about 7 s after the push
+    time.sleep(10)
+    assert _state(qb, j) == "waiting-children"

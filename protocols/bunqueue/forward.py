@@ -336,8 +336,8 @@ def check_new(sess, uids: list, keys: list, cmd: dict, handler, name: str, rid,
     def reach() -> None:   # last: nothing may commit between it and the command
         allowed = found["allowed"]
 
-        def reached(where) -> None:
-            found["links"] = {u: n for u, n in where.items() if u in allowed}
+        def reached(where) -> None:   # {uid: (holding node, job id)}
+            found["links"] = {u: (n, allowed[u].id) for u, n in where.items() if u in allowed}
             run()
         sess.port.reach_jobs(list(links), _from_db(sess, rid, reached))
     last = reach if links else run

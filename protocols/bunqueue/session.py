@@ -134,7 +134,7 @@ class Session:
         self.may_forward = self.port.shared  # shared mode: other nodes' jobs (forward.py)
         self.taken_elsewhere: frozenset = frozenset()   # custom ids in the database (forward.py)
         self.keys_elsewhere: dict = {}   # (queue, uniqueKey) -> uid of the job holding it there
-        self.linked_elsewhere: dict = {}  # dependsOn / parentId uid -> node holding it (forward.py)
+        self.linked_elsewhere: dict = {}  # linked uid -> (node holding it, job id) (forward.py)
         self.bulk = False                   # running the command of a frame over BIG_FRAME
         self._tokens = float(info.rate_limit)
         self._refill = self.port.clock.monotonic_ms()
