@@ -36,6 +36,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from core.api import ServerStats
+
 from .metrics import BATCH_ROWS, COMMIT_SECONDS, Buckets
 
 #: jobgate_jobs states, in the canonical model's order (docs/mapping.md).
@@ -279,7 +281,7 @@ class Counts(NamedTuple):
 
     views: list
     failed: dict
-    stats: object
+    stats: ServerStats
     every: dict | None
 
 
@@ -299,7 +301,7 @@ async def _answer(start, wait_s: float):
     return x
 
 
-async def global_counts(port, bunqueue: bool, wait_s: float = COUNTS_WAIT_S) -> Counts | None:
+async def scrape_counts(port, bunqueue: bool, wait_s: float = COUNTS_WAIT_S) -> Counts | None:
     """Every node's job counts (Counts) read from the database (`bunqueue`: the per-queue
     counts of the bunqueue series too), or None when the reads do not all answer within
     `wait_s` s in all (or one fails)."""
@@ -325,6 +327,7 @@ class Exporter:
 
     def __init__(self, rt) -> None:
         self.rt = rt
+        self._reading = None   # shared mode: the scrape_counts task under way
         self.registry = CollectorRegistry(auto_describe=False)
         self.collector = JobgateCollector(rt)
         self.registry.register(self.collector)
@@ -332,12 +335,21 @@ class Exporter:
 
     async def scrape(self) -> tuple:
         """The exposition: (text bytes, content type). In shared mode it first reads every
-        node's job counts (global_counts: up to COUNTS_WAIT_S s)."""
+        node's job counts (scrape_counts: up to COUNTS_WAIT_S s; scrapes that come while
+        one reads share its counts)."""
         rt = self.rt
         counts = None
         if rt.shared is not None:
-            counts = await global_counts(rt.port, "bunqueue" in rt.states)
+            task = self._reading
+            if task is None:   # one read of the database at a time, shared by the scrapes
+                task = self._reading = asyncio.ensure_future(
+                    scrape_counts(rt.port, "bunqueue" in rt.states))
+                task.add_done_callback(self._read_done)
+            counts = await asyncio.shield(task)
         return self.exposition(counts)
+
+    def _read_done(self, task) -> None:
+        self._reading = None
 
     def exposition(self, counts: Counts | None = None) -> tuple:
         """The exposition now, with `counts` (None: this node's own): (text bytes, content

@@ -341,3 +341,36 @@ def test_a_custom_id_used_again_is_not_taken_for_its_completed_namesake(nodes):
     # is (none): concluded about 7 s after the push
     time.sleep(10)
     assert _state(qb, j) == "waiting-children"
+
+
+def test_a_push_naming_many_dependencies_leaves_the_node_serving(nodes):
+    """A PUSH whose dependsOn names 100,000 ids (none exists) is answered `Dependency job not
+    found` as on a single server, and another client's Ping sent meanwhile is answered within
+    a few seconds (the ids were checked for repeats against a list: quadratic, the event loop
+    stalled for tens of seconds; review of 300e76a)."""
+    a, = nodes(1)
+    big, other = BQ(a.bunqueue_port, timeout=120), BQ(a.bunqueue_port, timeout=120)
+    other.ok("Ping")
+    big.send({"cmd": "PUSH", "queue": "q", "data": {},
+              "dependsOn": [f"missing-{i}" for i in range(100_000)], "reqId": "big"})
+    time.sleep(0.3)   # the frame is in
+    t = time.monotonic()
+    other.ok("Ping")
+    waited = time.monotonic() - t
+    r = big.recv_reply("big")
+    assert (r["ok"], r["error"]) == (False, "Dependency job not found: missing-0")
+    assert waited < 5, f"Ping waited {waited:.1f} s behind the PUSH"
+
+
+def test_depends_on_given_as_a_string(nodes):
+    """A single server iterates a dependsOn that is not a list (a string: its characters), so
+    dependsOn="x" waits for job "x": so does a node whose job x is on another node (it was
+    'not found'; review of 300e76a)."""
+    a, b = nodes(2)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    assert qa.push("dq", {}, jobId="x") == "x"
+    j = qb.ok("PUSH", queue="jq", data={}, dependsOn="x")["id"]
+    assert _state(qb, j) == "waiting-children"
+    assert _pulled(qa, "dq") == "x"
+    qa.ok("ACK", id="x")
+    assert wait_until(lambda: _state(qb, j) == "waiting", timeout=5)

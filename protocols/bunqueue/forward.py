@@ -279,10 +279,12 @@ def unique_keys(sess, name: str, cmd: dict) -> list:
 
 
 def linked_ids(sess, name: str, cmd: dict) -> list:
-    """The uids of the jobs a PUSH or PUSHB links its new jobs to (`dependsOn`, `parentId`)
-    that this node does not have (shared mode: brought here or located first, check_new).
-    A batch's own custom ids are among them: the batch may name a job that exists already
-    (answered as existing, it is not made here)."""
+    """The uids (str() of each named id) of the jobs a PUSH or PUSHB links its new jobs to
+    (`dependsOn`, `parentId`) that this node does not have (shared mode: brought here or
+    located first, check_new), in order, each once. `dependsOn` is iterated as the handler
+    does (a string names its characters, as on a single server; a value that cannot be
+    iterated names nothing). A batch's own custom ids are among them: the batch may name a
+    job that exists already (answered as existing, it is not made here)."""
     if name == "PUSHF":
         return []
     items = (cmd,) if name == "PUSH" else cmd.get("jobs")
@@ -290,17 +292,22 @@ def linked_ids(sess, name: str, cmd: dict) -> list:
         return []
     port = sess.port
     out: list = []
+    seen: set = set()
     for o in items:
         if o.__class__ is not dict:
             continue
-        deps = o.get("dependsOn")
-        named = list(deps) if deps.__class__ is list else []
+        try:
+            named = list(o.get("dependsOn") or ())
+        except TypeError:   # not iterable: the handler answers for it
+            named = []
         if o.get("parentId") is not None and link_queue(o) is not None:
             named.append(o["parentId"])   # Queue.add's parent: it waits for the new job
         for u in named:
             u = str(u)
-            if u not in out and port.find(u) is None:
-                out.append(u)
+            if u not in seen:
+                seen.add(u)
+                if port.find(u) is None:
+                    out.append(u)
     return out
 
 
@@ -334,12 +341,16 @@ def check_new(sess, uids: list, keys: list, cmd: dict, handler, name: str, rid,
         return _from_db(sess, rid, done)
 
     def reach() -> None:   # last: nothing may commit between it and the command
-        allowed = found["allowed"]
+        allowed = found["allowed"]   # rows of queues the client may use: only those move
+        if not allowed:
+            found["links"] = {}
+            run()
+            return
 
         def reached(where) -> None:   # {uid: (holding node, job id)}
             found["links"] = {u: (n, allowed[u].id) for u, n in where.items() if u in allowed}
             run()
-        sess.port.reach_jobs(list(links), _from_db(sess, rid, reached))
+        sess.port.reach_jobs([u for u in links if u in allowed], _from_db(sess, rid, reached))
     last = reach if links else run
     then_keys = (lambda: sess.port.dedup_global(keys, got("keys", last))) if keys else last
     then_ids = ((lambda: sess.port.uids_taken_global(uids, got("ids", then_keys))) if uids

@@ -162,12 +162,6 @@ def counts_of(c: dict) -> dict:
     return out
 
 
-def counts(sess, queue: str) -> dict:
-    """GetJobCounts' object for `queue` from this node's engine (the dashboard's and the
-    Prometheus gauges' per-node figures)."""
-    return counts_of(sess.port.job_counts(queue))
-
-
 def _when(sess, start, answer):
     """The reply `answer(result)` of a port operation with a callback form, `start(callback)`
     (Port.job_counts_global, jobs_global): at once when the callback runs at once (a single

@@ -30,8 +30,7 @@ from .bulk import BIG_FRAME
 from .codec import (UNDEFINED, decode_command, decode_steps, frame, nil_req_id, pack, splice_map,
                     unpack_value)
 from .forward import (CUSTOM_IDS, FORWARDED, check_new, custom_ids, forward, held_elsewhere,
-                      linked_ids,
-                      unique_keys)
+                      linked_ids, unique_keys)
 from .info import CAPABILITIES, PROTOCOL_VERSIONS, SPEAKS_VERSION, BunqueueInfo
 from .registry import (BULK, HANDLERS, MUTATING, PENDING, STORAGE_UNAVAILABLE, Spliced, command,
                        err, ok_empty)
