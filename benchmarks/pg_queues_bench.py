@@ -428,7 +428,14 @@ def main(argv=None) -> int:
                       f" e2e p99 {fmt_ms(r['e2e_ms']['p99'])} ms"
                       + (f"  ERROR {r['error'][:200]}" if r.get("error") else ""),
                       file=sys.stderr, flush=True)
-    run_guarded(body)
+    try:
+        run_guarded(body)
+    finally:   # the runs' databases go with the benchmark (PostgreSQL is left as found)
+        for db in sorted({DB_NAMES[t] for t, _ in cells if t in DB_NAMES}):
+            try:
+                pgq_setup.drop_database(args.admin_url, db)
+            except Exception as e:  # report, the results stand
+                print(f"# could not drop database {db}: {e}", file=sys.stderr)
     rows = [pick_run(rs, bool(args.rate)) for rs in runs.values() if rs]
     print_table(rows)
     return finish(args.json, {"meta": meta, "results": rows,

@@ -92,6 +92,14 @@ def reset_database(admin_url: str, name: str) -> None:
         conn.execute(f'CREATE DATABASE "{name}"')
 
 
+def drop_database(admin_url: str, name: str) -> None:
+    """DROP DATABASE name WITH (FORCE), if it exists, through admin_url (a libpq URL of another
+    database). Raises psycopg.Error."""
+    import psycopg
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 def postgres_server_version(admin_url: str) -> str | None:
     try:
         import psycopg
