@@ -47,6 +47,8 @@ not repaired, nor is a lost "failed" or "kept" note (docs/scaling.md). Units: ms
 """
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import msgpack
 
 from .extras import BLOCKED_MS
@@ -122,7 +124,7 @@ class SharedFlows:
         self.sweeping = False
         self.sweep_after = (0, 0)  # the sweep's cursor (stalled)
         self.inflight = 0          # deliveries waiting for the database or another node
-        self.recent_done: dict = {}   # ids of the jobs completed here lately -> None
+        self.recent_done = OrderedDict()   # ids of the jobs completed here lately -> None
         node.calls.handlers[FLOW_CALLS] = self.serve
 
     # ------------------------------------------------------------- engine hooks
@@ -134,7 +136,7 @@ class SharedFlows:
         done = self.recent_done
         done[job.id] = None
         if len(done) > RECENT_DONE:
-            del done[next(iter(done))]
+            done.popitem(last=False)   # the oldest (O(1); a dict's first key is not)
         ws = waiters(job.ext)
         if not ws:
             return

@@ -174,7 +174,7 @@ def _listed(port, every: dict | None) -> list:
             if qv.pinned and qv.is_empty():
                 continue
             c = port.job_counts(qv.name)
-        elif qv.pinned and not any(c[k] for k in _STATES):   # as is_empty, every node's
+        elif qv.pinned and not _any_jobs(c):   # as is_empty, over every node
             continue
         out.append((qv.name, counts_of(c)))
     for q in sorted(every or ()):
@@ -184,9 +184,14 @@ def _listed(port, every: dict | None) -> list:
     return out
 
 
+def _any_jobs(c: dict) -> bool:
+    """True when job counts `c` (Port.job_counts) show a job in any state."""
+    return any(c[k] for k in _STATES)
+
+
 def _has_jobs(c: dict) -> bool:
-    """True when job counts `c` (Port.job_counts) show a job or a pause."""
-    return c["paused"] or any(c[k] for k in _STATES)
+    """True when job counts `c` show a job or a pause."""
+    return c["paused"] or _any_jobs(c)
 
 
 def prometheus_text(info, port, every: dict | None = None) -> str:
