@@ -75,7 +75,7 @@ PASS = ("clock", "persistence", "restore", "tick", "next_due", "set_wakeup", "se
         "set_webhook_allow", "restore_webhooks", "webhook_delivered", "on_webhooks_changed",
         "dialect_records", "dialect_record", "set_dialect_record", "feed_stats", "shared",
         "share", "stats_global", "end_pauses", "serve_forwarded", "uids_taken_global",
-        "reach_jobs", "reach_ids", "wait_for")
+        "reach_jobs", "reach_ids", "wait_for", "count_up_global")
 
 
 class ScopedPort:

@@ -331,7 +331,9 @@ class GlobalOps:
         if sh is None:
             callback(here)
             return
-        sh.query_settled(_sc().pause, (queue, ms, self.clock.wall_ms(), here), callback)
+        sh.settings.pausing(queue, callback)
+        sh.query_settled(_sc().pause, (queue, ms, self.clock.wall_ms(), here, sh.calls.number),
+                         lambda r: sh.settings.paused(queue, r))
 
     def end_pauses(self, conn, now_ms: int) -> int:
         """Shared mode, the leader's round (gateway/shared.py, on its claim thread with its

@@ -145,6 +145,14 @@ class SharedOps:
         if sh is not None:
             sh.calls.handlers[dialect] = fn
 
+    def count_up_global(self, name: str, n: int, floor: int, callback) -> None:
+        """Shared mode: take `n` values of the counter `name` shared by every node, after
+        moving it up to `floor` (core/shared_counters.py): `callback(last)` later, with the
+        last value taken (this caller's values are last - n + 1 .. last, never handed out
+        to another node), or the Exception the database raised. Raises AttributeError in
+        single-node mode (callers check `shared`)."""
+        self._engine.shared.counters.take(name, n, floor, callback)
+
     def uids_taken_global(self, uids: list, callback) -> None:
         """`callback(set)`: which of `uids` a new job may not take (uid_taken): on a single
         server at once; in shared mode also those a row of the database has, whichever node

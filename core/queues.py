@@ -90,13 +90,16 @@ class Queues:
         q = self.queues.get(queue)
         return next(iter(q.buried.values())) if q is not None and q.buried else None
 
-    def pause(self, queue: str, delay_ms: int) -> bool:
-        """Pause `queue` for `delay_ms` ms (0 unpauses); False if the queue does not exist."""
+    def pause(self, queue: str, delay_ms: int, count: bool = True) -> bool:
+        """Pause `queue` for `delay_ms` ms (0 unpauses); False if the queue does not exist.
+        `count`: a client's pause (cmd-pause-tube counts it), not another node's installed
+        here (core/shared_settings.py)."""
         q = self.queues.get(queue)
         if q is None:
             return False
         now = self.clock.monotonic_ms()
-        q.pauses += 1
+        if count:
+            q.pauses += 1
         q.pause_ms = delay_ms
         q.paused_until = now + delay_ms if delay_ms > 0 else 0
         if delay_ms > 0:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from .extras import BLOCKED_MS
 from .model import parse_derived_uid
 from .shared_reads import DONE_CHANNEL, HISTORY_ROWS, READY_CHANNEL, UID_SQL, _run
+from .shared_settings import SETTINGS_CHANNEL
 
 #: what a kick does to a row: ready now, one more kick, a failed job's result voided (a
 #: dead letter taken back, as core/moves.py `_revive`)
@@ -124,10 +125,12 @@ def delete_uid(conn, uid: str, queue: str | None, dialect: str, now_ms: int,
     return _run(conn, go)
 
 
-def pause(conn, queue: str, ms: int, now_ms: int, known: bool) -> bool:
+def pause(conn, queue: str, ms: int, now_ms: int, known: bool, number: int = -1) -> bool:
     """beanstalk pause-tube across nodes: claims skip `queue` for `ms` ms from `now_ms` (0:
     the pause ends now and the queue is notified, so that waiting reservers claim). False
-    when the queue exists nowhere (not `known` here and no row in the database)."""
+    when the queue exists nowhere (not `known` here and no row in the database). The other
+    nodes are told on channel jobgate_settings (`<number>p:<queue>`, `number` this node's)
+    and install the pause in their engines (core/shared_settings.py)."""
     def go(cur):
         if not known:
             cur.execute("SELECT EXISTS (SELECT 1 FROM jobs WHERE queue = %s) OR EXISTS "
@@ -142,6 +145,7 @@ def pause(conn, queue: str, ms: int, now_ms: int, known: bool) -> bool:
         else:
             cur.execute("DELETE FROM queue_pauses WHERE queue = %s", (queue,))
             cur.execute("SELECT pg_notify(%s, %s)", (READY_CHANNEL, queue))
+        cur.execute("SELECT pg_notify(%s, %s)", (SETTINGS_CHANNEL, f"{number}p:{queue}"))
         return True
     return _run(conn, go)
 

@@ -34,6 +34,15 @@ def settings_row(conn, queue: str):
     return _run(conn, go)
 
 
+def pause_row(conn, queue: str):
+    """The end (wall ms) of `queue`'s pause across nodes (table queue_pauses), or None."""
+    def go(cur):
+        cur.execute("SELECT until_ms FROM queue_pauses WHERE queue = %s", (queue,))
+        r = cur.fetchone()
+        return None if r is None else r[0]
+    return _run(conn, go)
+
+
 class SharedSettings:
     """One node's side (see the module docstring); `node`: core.shared.SharedNode, whose
     Calls `number` names this node. `installed`: changes of other nodes installed here."""
@@ -42,6 +51,8 @@ class SharedSettings:
         self.node = node
         self.changed_queues: set = set()   # changed here, to announce after the commit
         self.installed = 0
+        self.pauses_installed = 0            # other nodes' pauses installed here
+        self._pausing: dict = {}             # queue -> callbacks of pause_global here
 
     def changed(self, queue: str) -> None:
         """The engine changed `queue`'s settings (stored with the next commit): announce it
@@ -57,12 +68,53 @@ class SharedSettings:
                         lambda _: None)
 
     def heard(self, payload: str) -> None:
-        """A `jobgate_settings` notification: another node changed a queue's settings."""
+        """A `jobgate_settings` notification: another node changed a queue's settings
+        (`<number>:<queue>`) or paused it or ended its pause (`<number>p:<queue>`)."""
         head, _, queue = payload.partition(":")
         if not queue or head == str(self.node.calls.number):
             return
-
+        if head.endswith("p"):
+            if head[:-1] != str(self.node.calls.number):
+                self._install_pause(queue)
+            return
         self._install(queue)
+
+    # ------------------------------------------------------------------ pauses
+    def pausing(self, queue: str, callback) -> None:
+        """A client of this node pauses `queue` (or ends its pause) across nodes
+        (Port.pause_global): `callback(result)` once `paused` is called with the database's
+        answer; meanwhile other nodes' pause notices of `queue` are not installed here (this
+        node's change is stored after them)."""
+        self._pausing.setdefault(queue, []).append(callback)
+
+    def paused(self, queue: str, result) -> None:
+        """The database's answer to the oldest `pausing` of `queue`: its callback gets it."""
+        cbs = self._pausing.get(queue)
+        cb = cbs.pop(0)
+        if not cbs:
+            del self._pausing[queue]
+        cb(result)
+
+    def _install_pause(self, queue: str) -> None:
+        """Read `queue`'s pause row (core/shared_changes.py `pause`) and pause this engine's
+        queue until its end, or end its pause: so that a pause made on another node holds the
+        jobs handed over here, and its end (a beanstalk `pause-tube <tube> 0`, a glide-mq
+        resume) lets this node's reservers go at once. A queue unknown here is left alone
+        (the claims skip it while the row is there)."""
+        def got(until) -> None:
+            if isinstance(until, Exception) or queue in self._pausing:
+                return
+            e = self.node.e
+            left = 0 if until is None else until - e.clock.wall_ms()
+            self.pauses_installed += 1
+            node = self.node
+            if e.pause(queue, max(left, 0), count=False) and left <= 0:
+                # the pause's end: its NOTIFY may have come before this row read, when the
+                # claim still skipped the queue here
+                node.hint(queue)
+                if node.waits_for(queue) and node.on_demand is not None:
+                    node.on_demand()
+        self.node.query(pause_row, (queue,), got)
 
     def reload(self, queue: str) -> None:
         """Read `queue`'s stored settings again and install them: this node found its own

@@ -322,7 +322,7 @@ DATABASE_MODES = ("single", "shared")
 
 def check_shared(cfg) -> None:
     """Raise ConfigError unless shared mode (`database.mode: shared`) has what it needs: a
-    PostgreSQL URL, durability commit or buffered, and no glidemq listener."""
+    PostgreSQL URL and durability commit or buffered."""
     if cfg.database_mode != "shared":
         return
     if not cfg.database_url.startswith("postgresql"):
@@ -331,11 +331,6 @@ def check_shared(cfg) -> None:
     if cfg.durability == "memory":
         raise ConfigError("config key 'database.mode': shared needs durability commit or "
                           "buffered, not memory")
-    if any(lst.dialect == "glidemq" for lst in cfg.listeners):
-        # its per-queue id counters are a node's own records: two nodes would hand out the
-        # same glide-mq job ids (docs/scaling.md)
-        raise ConfigError("config key 'database.mode': the glidemq listener is not supported "
-                          "in shared mode yet (its per-queue job ids are per node)")
 
 
 #: The database URL schemes jobgate stores jobs in (SQLAlchemy's; `postgresql` is psycopg 3).

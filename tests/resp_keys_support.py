@@ -28,6 +28,7 @@ class Sess:
         self.port = port
         self.proto = proto
         self.clock = port.clock
+        self.remote = self.rows = self.counters = None   # shared mode's rows read first (resp/shared.py)
 
 
 def run(sess, *words):

@@ -19,12 +19,13 @@ _LEADER = int.from_bytes(b"jglead", "big")
 def nodes(pg_url, tmp_path):
     """`nodes(n, poll_ms=60000, flow_sweep_ms=None, http=False)`: n shared-mode nodes on one
     fresh database (beanstalk, workq and bunqueue listeners each; with `http`, the http
-    listener too, its port in `http_port`); `flow_sweep_ms`: the leader's flow sweep (None:
+    listener too, its port in `http_port`; with `glide`, a glidemq listener, its port in
+    `glide_port`); `flow_sweep_ms`: the leader's flow sweep (None:
     the default); all stopped afterwards."""
     started: list[Server] = []
 
     def make(n: int, poll_ms: int = 60_000, flow_sweep_ms: int | None = None,
-             http: bool = False) -> list[Server]:
+             http: bool = False, glide: bool = False) -> list[Server]:
         cfg = tmp_path / f"shared-{poll_ms}-{flow_sweep_ms}.yaml"
         sweep = "" if flow_sweep_ms is None else f"  flow_sweep_ms: {flow_sweep_ms}\n"
         cfg.write_text(f"database:\n  mode: shared\n  poll_interval_ms: {poll_ms}\n{sweep}")
@@ -34,8 +35,12 @@ def nodes(pg_url, tmp_path):
             port = free_port() if http else None
             if port:
                 extra += ["--listen", f"http=127.0.0.1:{port}"]
+            gport = free_port() if glide else None
+            if gport:
+                extra += ["--listen", f"glidemq=127.0.0.1:{gport}"]
             s = Server(pg_url, workq=True, bunqueue=True, extra=extra)
             s.http_port = port
+            s.glide_port = gport
             started.append(s)
             out.append(s)
         return out

@@ -192,6 +192,45 @@ def test_pause_tube_on_one_node_stops_reserves_on_another(nodes):
     assert ca.reserve(timeout=10).id == jid
 
 
+def test_a_pause_on_another_node_holds_this_node_s_hand_over_and_its_end_frees_it(nodes):
+    """b pauses the tube (a knows it: a worker of a watches it): a job put on a while a's
+    worker waits is not handed to that worker (a's engine installed b's pause); b's
+    `pause-tube 0` then frees it at once. And a pause made on a, ended through b, frees a's
+    own waiting worker (a's engine learns the end)."""
+    a, b = nodes(2)
+    wa, pa, cb = bean(a, "hz"), bean(a, "hz"), bean(b, "hz")
+    cb.put(b"known on b")
+    assert wa.reserve(timeout=5).body == b"known on b"   # a knows the tube now
+    cb.pause_tube("hz", 60)
+    time.sleep(0.5)   # the notice reaches a (no port to ask a's engine from here)
+    got = []
+    t = threading.Thread(target=lambda: got.append(wa.reserve(timeout=30)))
+    t.start()
+    time.sleep(0.3)   # a's worker waits
+    jid = pa.put(b"put on a")
+    time.sleep(1.0)
+    assert got == []   # held by b's pause, not handed over
+    started = time.monotonic()
+    cb.pause_tube("hz", 0)
+    t.join(15)
+    assert got and got[0].id == jid
+    assert time.monotonic() - started < 5
+    wa.delete(got[0])
+    # paused on a, ended on b
+    jid = pa.put(b"second")
+    pa.pause_tube("hz", 600)
+    got = []
+    t = threading.Thread(target=lambda: got.append(wa.reserve(timeout=30)))
+    t.start()
+    time.sleep(0.5)
+    assert got == []
+    started = time.monotonic()
+    cb.pause_tube("hz", 0)
+    t.join(15)
+    assert got and got[0].id == jid
+    assert time.monotonic() - started < 5
+
+
 def test_delete_from_another_node(nodes):
     a, b, c = nodes(3)
     ca, cb, cc = bean(a, "dd"), bean(b, "dd"), bean(c, "dd")

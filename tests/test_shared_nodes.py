@@ -236,10 +236,6 @@ def test_job_reads_across_nodes(nodes):
 
 
 def test_shared_mode_refuses_what_it_cannot_do(tmp_path, pg_url):
-    r = run_cli(serve_argv("--listen", "glidemq=127.0.0.1:0", "--database", pg_url,
-                           "--database-mode", "shared"))
-    assert r.returncode == 2
-    assert b"glidemq listener is not supported in shared mode" in r.stderr
     r = run_cli(serve_argv("--listen", "beanstalk=127.0.0.1:0", "--database", pg_url,
                            "--database-mode", "shared", "--durability", "memory"))
     assert r.returncode == 2 and b"durability" in r.stderr

@@ -156,6 +156,8 @@ def _fcall(sess, args, ro: bool):
         return Error(f"ERR jobgate: {n} is a glide-mq Worker function, not supported "
                      f"(producers only; see docs/glide-mq.md)")
     keys, argv = parsed
+    if sess.shared:   # a node in shared mode: what the database knows first
+        return run_function(sess, name, fn, keys, argv)
     return fn(sess, keys, argv)
 
 
@@ -173,6 +175,7 @@ def fcall_ro(sess, args):
 
 
 from .functions_jobs import IMPLEMENTED  # noqa: E402  (registers the functions)
+from .shared import run_function  # noqa: E402
 
 __all__ = ["LIBRARY_FUNCTIONS", "FUNCTION_NAMES", "LIBRARY_VERSION", "library_name",
            "parse_numkeys", "wrong_args"]

@@ -20,7 +20,7 @@ import json
 
 from .encode import Error
 from .functions_jobs import (JobArgs, Refused, _create, _fn, _next_id, _num, _queue_key, _s,
-                             _ts_int)
+                             _ts_int, custom_taken)
 from .glide import parse_key
 
 
@@ -72,12 +72,11 @@ def _add_flow(sess, keys, argv):
         ck = _queue_key(keys[4 + 4 * i], "id")
         children.append((ck, c))
         _ts_int(_child_args(c, ts, "x"), 0)
-    port = sess.port
     # custom ids first: a taken one creates nothing
     customs = [(pk.base, parent_args.custom_id)] + [(ck.base, _s(c[8])) for ck, c in children]
     seen = set()
     for base, cid in customs:
-        if cid and (port.find(f"{base}:{cid}") is not None or (base, cid) in seen):
+        if cid and (custom_taken(sess, f"{base}:{cid}") or (base, cid) in seen):
             return json.dumps(["duplicate"])
         seen.add((base, cid))
     pid = _next_id(sess, pk.base, parent_args.custom_id)

@@ -23,6 +23,7 @@ import json
 
 from .encode import Error
 from .glide import DEFAULT_LOCK_MS, DIALECT, parse_key, rank, uid_of
+from .shared import next_id as shared_next_id
 from .state import LIBRARY_VERSION
 
 IMPLEMENTED: dict = {}
@@ -299,6 +300,8 @@ def _register_child(sess, parent_deps_key: str, child_uid: str) -> None:
 def _next_id(sess, base: str, custom: str) -> str | None:
     """The id a new job takes (custom, or the counter's next), moving the counter as glide-mq
     does (a numeric custom id above it moves it up); None when the custom id is taken."""
+    if sess.prepared is not None:
+        return shared_next_id(sess, base, custom)
     st = sess.state
     n = st.counter(base)
     if custom:
@@ -312,6 +315,15 @@ def _next_id(sess, base: str, custom: str) -> str | None:
     return str(n)
 
 
+def custom_taken(sess, uid: str) -> bool:
+    """True when custom id `uid` (canonical) is taken: by a job here or, in shared mode, by a
+    row of the database (protocols/resp/shared.py)."""
+    if sess.port.find(uid) is not None:
+        return True
+    p = sess.prepared
+    return p is not None and uid in p[1]
+
+
 def _add(sess, keys: list, argv: list, fname: str):
     if len(keys) < 4:
         raise Refused(f"ERR {fname} needs the keys id, stream, scheduled and events "
@@ -321,9 +333,12 @@ def _add(sess, keys: list, argv: list, fname: str):
     _ts_int(args, 0)   # refuses a bad timestamp before anything changes
     base = k.base
     if args.tb_capacity > 0 and args.cost > args.tb_capacity:
-        if not args.custom_id:
-            sess.state.set_counter(base, sess.state.counter(base) + 1)   # as the reference
-            sess.need_commit = True
+        if not args.custom_id:   # the counter moves, as the reference's
+            if sess.prepared is not None:
+                sess.prepared[0][base].popleft()   # shared mode: taken in the database
+            else:
+                sess.state.set_counter(base, sess.state.counter(base) + 1)
+                sess.need_commit = True
         return None, "ERR:COST_EXCEEDS_CAPACITY"
     gid = _next_id(sess, base, args.custom_id)
     if gid is None:

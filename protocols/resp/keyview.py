@@ -79,7 +79,10 @@ def glide_jobs(sess, key, states=None) -> list:
     if not visible(sess, key.queue):
         return []
     out = []
-    for v in sess.port.jobs(key.queue, states):
+    rows = sess.rows   # shared mode: this node's jobs and the rows (protocols/resp/shared.py)
+    views = sess.port.jobs(key.queue, states) if rows is None or key.queue not in rows else \
+        [v for v in rows[key.queue] if states is None or v.state in states]
+    for v in views:
         g = glide_of(v)
         if g is not None and g.get("pfx", "glide") == key.prefix:
             out.append((v, g))
@@ -143,7 +146,10 @@ def _zset(pairs) -> list | None:
 # ------------------------------------------------------------------ contents by kind
 def _job(sess, key):
     """(JobView, glide extras) of `job:<id>` / `log:<id>` / `deps:<id>`'s job, or None."""
-    v = sess.port.lookup(uid_of(key.prefix, key.queue, key.arg))
+    uid = uid_of(key.prefix, key.queue, key.arg)
+    v = sess.port.lookup(uid)
+    if v is None and sess.remote:   # shared mode: its row (protocols/resp/shared.py)
+        v = sess.remote.get(uid)
     if v is None or v.queue != key.queue:
         return None
     g = glide_of(v)
@@ -194,7 +200,11 @@ def _c_group(sess, key):
 
 
 def _c_id(sess, key):
-    n = sess.state.counter(key.base) if visible(sess, key.queue) else 0
+    c = sess.counters   # shared mode: the counter every node shares (resp/shared.py)
+    if c is not None and key.base in c:
+        n = c[key.base]
+    else:
+        n = sess.state.counter(key.base) if visible(sess, key.queue) else 0
     return str(n) if n else None
 
 

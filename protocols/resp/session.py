@@ -79,6 +79,13 @@ class Handler:
         self.on_wake = None
         self.reply = None       # a blocking command's answer, once there (streams.py)
         self.waiting = None     # its withdraw function while it waits
+        # shared mode (protocols/resp/shared.py): a command waits for the database first
+        self.shared = state.port.shared
+        self.preparing = False  # such a command waits (its reply comes; never withdrawn)
+        self.prepared = None    # while a function runs: (ids by base, custom uids taken)
+        self.remote = None      # while a read runs: {uid: JobView} of rows read
+        self.rows = None        # while a read runs: {queue: [JobView]} of the queue's jobs
+        self.counters = None    # while a read runs: {base: the shared id counter's value}
 
     # ------------------------------------------------------------- Sequential's handler
     def handle(self, item):
@@ -116,6 +123,10 @@ class Handler:
                                 f"({self.port.storage_down}); nothing was changed"),
                           self.proto)
         try:
+            if self.shared and not cmd.write:
+                r = prefetch(self, cmd, item[1:])
+                if r is WAIT:
+                    return WAIT
             r = cmd.fn(self, item[1:])
         except AccessDenied:
             self.need_commit = False
@@ -134,8 +145,9 @@ class Handler:
         return encode(r, self.proto)
 
     def cancel_wait(self) -> bytes | None:
-        """Withdraw a blocking XREADGROUP (its null reply), or None when it was answered."""
-        if self.reply is not None:
+        """Withdraw a blocking XREADGROUP (its null reply), or None when it was answered or
+        waits for the database (shared mode: its reply comes)."""
+        if self.reply is not None or self.preparing:
             return None
         w = self.waiting
         self.waiting = None
@@ -153,6 +165,7 @@ class Handler:
     def wake(self, reply) -> None:
         """A blocking command's answer arrived (inside another command): hand it over."""
         self.waiting = None
+        self.preparing = False
         self.reply = reply
         if self.on_wake is not None:
             self.on_wake()
@@ -181,6 +194,7 @@ from .encode import NullArray as NULL_ARRAY  # noqa: E402
 # the command modules register their handlers in commands.py's table when imported
 from . import connection_cmds, functions, keys, streams  # noqa: E402,F401
 from .functions import FUNCTION_NAMES  # noqa: E402
+from .shared import prefetch  # noqa: E402
 
 
 def connect(state, transport) -> Sequential:

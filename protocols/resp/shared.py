@@ -1,0 +1,283 @@
+"""glide-mq on a node in shared mode (issue 19; docs/scaling.md "glide-mq across nodes").
+
+On one server, glide-mq's functions and key reads run at once on the engine. On a node of a
+shared database they need what only the database knows, so the command first fetches it,
+then runs exactly as on one server (the function or read of the other modules, unchanged),
+and answers; the connection's later commands wait behind it, as behind a blocking command.
+
+- **Job ids** (`glidemq_addJob`, `glidemq_addFlow`): the per-queue counter `glide:{Q}:id`
+  is a counter every node shares (Port.count_up_global, core/shared_counters.py): each id
+  a node hands out is taken from the database first, so no two nodes hand out one id; a
+  numeric custom id above the counter moves it up, as glide-mq's INCR does. A counter a
+  single-node server kept (its dialect record) is the floor. An id taken by a call that then
+  creates nothing (its custom id is a duplicate, the node stops before its commit) is not
+  handed out again: ids can skip a number, which one Redis never does.
+- **Custom job ids** are checked against the database too (Port.uids_taken_global): a
+  custom id any node stored answers `"duplicate"`. Two nodes given one new custom id at the
+  same moment can both create it (as bunqueue's custom ids across nodes).
+- **Pause and resume** pause the queue on every node (Port.pause_global) before the reply.
+- **Key reads** (HGET, HGETALL, EXISTS, ... of `job:<id>`, `log:<id>`, `deps:<id>`; XLEN,
+  ZCARD, ZRANGE, ... of `stream`, `scheduled`, `completed`, `failed`, `lifo`) read the
+  database's rows of the jobs and queues they name beside this node's jobs: a job spilled
+  to the database, or held by another node, reads as it was last committed. A queue-level
+  read reads at most QUEUE_ROWS_MAX rows of the queue. `GET <base>:id` reads the shared
+  counter.
+- **Not across nodes** (each node's own): `glidemq_dedup` is refused (its dedup entries
+  are a node's records); the `:events` stream, ordering keys' sequences, the `meta` hash,
+  tryLock locks, and SCAN / KEYS / DBSIZE (which list the `id` key as this node knows it).
+
+A failed database read or counter answers `ERR jobgate: storage unavailable (...)` and
+changes nothing.
+"""
+from __future__ import annotations
+
+from collections import deque
+
+from core.api import AccessDenied
+
+from .encode import Error
+from .glide import parse_key, uid_of
+
+#: at most this many rows of a queue a queue-level key read takes from the database
+QUEUE_ROWS_MAX = 100_000
+#: key kinds named with a job id, read by the job's uid
+JOB_KINDS = frozenset(("job", "log", "deps"))
+#: queue-level key kinds computed from the queue's jobs
+QUEUE_KINDS = frozenset(("stream", "scheduled", "completed", "failed", "lifo"))
+#: the functions that fetch before they run (the others run at once)
+PREPARED = frozenset((b"glidemq_addJob", b"glidemq_addFlow", b"glidemq_pause",
+                      b"glidemq_resume"))
+NOPERM = "NOPERM this user has no permissions to access one of the keys used as arguments"
+DEDUP_REFUSED = ("ERR jobgate: glidemq_dedup is not supported in shared mode yet (its dedup "
+                 "entries are each node's own; docs/scaling.md)")
+
+
+def _s(b: bytes) -> str:
+    return b.decode("utf-8", "surrogateescape")
+
+
+def _unavailable(e) -> Error:
+    return Error(f"ERR jobgate: storage unavailable ({type(e).__name__}); nothing was changed")
+
+
+def _call(sess, fn, *args):
+    """fn(sess, *args) as Handler.handle runs it: a disallowed queue answers NOPERM."""
+    try:
+        return fn(sess, *args)
+    except AccessDenied:
+        sess.need_commit = False
+        return Error(NOPERM)
+
+
+class _Gather:
+    """Answers of several asynchronous port calls; `then(results)` once all have come, or
+    `failed(exception)` at the first error (once)."""
+
+    def __init__(self, n: int, then, failed) -> None:
+        self.left = n
+        self.out = [None] * n
+        self.then = then
+        self.failed = failed
+        self.over = False
+
+    def slot(self, i: int):
+        def got(res) -> None:
+            if self.over:
+                return
+            if isinstance(res, Exception):
+                self.over = True
+                self.failed(res)
+                return
+            self.out[i] = res
+            self.left -= 1
+            if self.left == 0:
+                self.over = True
+                self.then(self.out)
+        return got
+
+
+# ------------------------------------------------------------------ ids of a function call
+def _id_key(raw: bytes):
+    k = parse_key(raw)
+    return k if k is not None and k.kind == "id" and k.arg is None else None
+
+
+def _plan(name: bytes, keys: list, argv: list):
+    """What function `name` needs first: ([(base, custom id)], bases needing auto ids
+    {base: n}) or None when its arguments are malformed (the function answers its error)."""
+    if name == b"glidemq_addJob":
+        if len(keys) < 4 or len(argv) < 4:
+            return None
+        k = _id_key(keys[0])
+        if k is None:
+            return None
+        custom = _s(argv[16]) if len(argv) > 16 else ""
+        return [(k.base, custom)]
+    # glidemq_addFlow: the parent's custom id (arg 9), each child's (its arg 9)
+    if len(keys) < 4 or len(argv) < 9:
+        return None
+    try:
+        n = int(argv[7])
+    except ValueError:
+        return None
+    if n < 0 or len(argv) < 9 + 9 * n or len(keys) < 4 + 4 * n:
+        return None
+    out = []
+    for i in range(n + 1):
+        k = _id_key(keys[4 * i])
+        if k is None:
+            return None
+        out.append((k.base, _s(argv[8] if i == 0 else argv[9 + 9 * (i - 1) + 8])))
+    return out
+
+
+def run_function(sess, name: bytes, fn, keys: list, argv: list):
+    """FCALL `name` on a node in shared mode: the reply at once (functions that need nothing
+    from the database, malformed calls) or protocols.resp.streams.WAIT, the reply coming
+    through `sess.wake` once the database answered (see the module docstring)."""
+    if name == b"glidemq_dedup":
+        return Error(DEDUP_REFUSED)
+    if name not in PREPARED:
+        return fn(sess, keys, argv)
+    if name in (b"glidemq_pause", b"glidemq_resume"):
+        return _pause(sess, name, fn, keys, argv)
+    plan = _plan(name, keys, argv)
+    if plan is None:
+        return fn(sess, keys, argv)
+    st = sess.state
+    port = sess.port
+    wants: dict = {}          # base -> [auto ids, floor]
+    customs = []
+    for base, custom in plan:
+        w = wants.get(base)
+        if w is None:
+            w = wants[base] = [0, st.counter(base)]   # a single server's counter: the floor
+        if custom:
+            customs.append(f"{base}:{custom}")
+            if custom.isdigit():
+                w[1] = max(w[1], int(custom))
+        else:
+            w[0] += 1
+    bases = list(wants)
+
+    def then(res) -> None:
+        taken = res[0]
+        ids = {}
+        for base, last in zip(bases, res[1:]):
+            n = wants[base][0]
+            ids[base] = deque(str(i) for i in range(last - n + 1, last + 1))
+        sess.prepared = (ids, taken)
+        try:
+            reply = _call(sess, fn, keys, argv)
+        finally:
+            sess.prepared = None
+        sess.wake(reply)
+
+    from .session import WAIT
+    g = _Gather(1 + len(bases), then, lambda e: sess.wake(_unavailable(e)))
+    sess.preparing = True
+    port.uids_taken_global(customs, g.slot(0))
+    for i, base in enumerate(bases):
+        n, floor = wants[base]
+        port.count_up_global(f"glidemq:id:{base}", n, floor, g.slot(i + 1))
+    return WAIT
+
+
+def next_id(sess, base: str, custom: str) -> str | None:
+    """functions_jobs._next_id in shared mode: the custom id (None when a row or this node
+    has it) or the next id fetched for `base`."""
+    ids, taken = sess.prepared
+    if custom:
+        uid = f"{base}:{custom}"
+        if uid in taken or sess.port.find(uid) is not None:
+            return None
+        return custom
+    return ids[base].popleft()
+
+
+def _pause(sess, name: bytes, fn, keys: list, argv: list):
+    """glidemq_pause / resume: this node's function (meta, event, local pause), then the
+    pause across nodes; the reply once it is stored."""
+    from .functions_jobs import _queue_key, Refused
+    from .state import PAUSE_FOREVER_MS
+    from .session import WAIT
+    reply = fn(sess, keys, argv)
+    if reply.__class__ is Error:
+        return reply
+    try:
+        q = _queue_key(keys[0], "meta").queue
+    except Refused:
+        return reply
+    sess.preparing = True
+
+    def done(res) -> None:
+        sess.wake(_unavailable(res) if isinstance(res, Exception) else reply)
+    sess.port.pause_global(q, PAUSE_FOREVER_MS if name == b"glidemq_pause" else 0, done)
+    return WAIT
+
+
+# ------------------------------------------------------------------ key reads
+def prefetch(sess, cmd, args: list):
+    """Before read command `cmd` (its arguments `args`) on a node in shared mode: None when
+    it names no job or queue key (it runs at once), else WAIT and the command runs once the
+    rows are read, its reply through `sess.wake`."""
+    uids = []
+    queues = []
+    counters = []
+    port = sess.port
+    for a in args:
+        if a.__class__ is not bytes or b":{" not in a:
+            continue
+        k = parse_key(a)
+        if k is None:
+            continue
+        if k.kind in JOB_KINDS and k.arg:
+            uid = uid_of(k.prefix, k.queue, k.arg)
+            if port.find(uid) is None and uid not in uids:
+                uids.append(uid)
+        elif k.kind in QUEUE_KINDS and k.arg is None and k.queue not in queues:
+            queues.append(k.queue)
+        elif k.kind == "id" and k.arg is None and k.base not in counters:
+            counters.append(k.base)
+    if not uids and not queues and not counters:
+        return None
+    from .session import WAIT
+
+    def then(res) -> None:
+        sess.remote = res[0] if uids else {}
+        rest = res[1:] if uids else res
+        sess.rows = dict(zip(queues, rest))
+        sess.counters = dict(zip(counters, rest[len(queues):]))
+        try:
+            reply = _call(sess, cmd.fn, args)
+        finally:
+            sess.remote = sess.rows = sess.counters = None
+        sess.wake(reply)
+    g = _Gather(len(queues) + len(counters) + (1 if uids else 0), then,
+                lambda e: sess.wake(_unavailable(e)))
+    sess.preparing = True
+    i = 0
+    if uids:
+        port.lookup_remote_many(uids, g.slot(0))
+        i = 1
+    for q in queues:
+        port.jobs_global(q, None, False, QUEUE_ROWS_MAX, g.slot(i))
+        i += 1
+    st = sess.state
+    for base in counters:   # the shared counter's value: n = 0 takes none
+        if visible_base(sess, base):
+            port.count_up_global(f"glidemq:id:{base}", 0, st.counter(base), g.slot(i))
+        else:
+            g.slot(i)(0)
+        i += 1
+    return WAIT
+
+
+def visible_base(sess, base: str) -> bool:
+    """True when the connection may see the queue of `base` (`<prefix>:{<queue>}`)."""
+    p = getattr(sess.port, "principal", None)
+    return p is None or p.allows(base[base.find(":{") + 2:-1])
+
+
+__all__ = ["run_function", "next_id", "prefetch", "PREPARED", "QUEUE_ROWS_MAX",
+           "DEDUP_REFUSED"]

@@ -1,0 +1,210 @@
+"""glide-mq producers on several nodes of one PostgreSQL (issue 19; docs/scaling.md "glide-mq
+across nodes"): job ids taken from a counter every node shares, custom ids checked across
+nodes, key reads of jobs and queues that other nodes hold or that wait in the database, pause
+and resume on every node, flows. Real node processes on one fresh database, real RESP
+sockets (and redis-py, a real client), beanstalk workers.
+
+Needs JOBGATE_TEST_PG_URL (skipped with a clear reason without it).
+"""
+from __future__ import annotations
+
+import threading
+
+import greenstalk
+import hiredis
+import psycopg
+import redis
+
+from .bunqueue_support import wait_until
+from .resp_support import (LIBRARY_STANDIN, RespConn, add_job_args, dedup_keys, job_keys,
+                           meta_keys, now_ms)
+from .shared_support import bean, rows
+
+
+def _exec(url: str, sql: str) -> None:
+    """Run statement `sql` on database `url` (autocommit)."""
+    with psycopg.connect(url.replace("+psycopg", ""), autocommit=True) as c:
+        c.execute(sql)
+
+
+def _conn(node) -> RespConn:
+    c = RespConn(node.glide_port)
+    assert c.call("FUNCTION", "LOAD", "REPLACE", LIBRARY_STANDIN) == b"glidemq"
+    return c
+
+
+def _state(c: RespConn, q: str, gid) -> bytes | None:
+    return c.call("HGET", f"glide:{{{q}}}:job:{gid.decode() if isinstance(gid, bytes) else gid}",
+                  "state")
+
+
+def _drain(node, tube: str, n: int) -> list[bytes]:
+    """Reserve and delete `n` jobs of `tube` through beanstalk on `node`: their bodies."""
+    b = bean(node, tube)
+    out = []
+    for _ in range(n):
+        j = b.reserve(timeout=5)
+        out.append(j.body)
+        b.delete(j)
+    b.close()
+    return out
+
+
+def test_ids_are_unique_across_nodes(nodes):
+    """Producers on two nodes, one after the other, pipelined and from threads at once: every
+    id is a distinct number, one connection's ids increase, and each job exists once."""
+    a, b = nodes(2, glide=True)
+    ca, cb = _conn(a), _conn(b)
+    ids = []
+    for i in range(10):
+        ids.append(ca.add_job("gq", data=f'{{"a":{i}}}'))
+        ids.append(cb.add_job("gq", data=f'{{"b":{i}}}'))
+    assert ids[:2] == [b"1", b"2"]   # the counter starts as one Redis's
+    # pipelined: 50 addJobs in one write, answered in order
+    ca.send(*[("FCALL", "glidemq_addJob", 4, *job_keys("gq"), *add_job_args(data=f'"p{i}"'))
+              for i in range(50)])
+    piped = [ca.reply() for _ in range(50)]
+    assert [int(x) for x in piped] == sorted(int(x) for x in piped)
+    ids += piped
+    got = []
+
+    def produce(node, k):
+        c = _conn(node)
+        for i in range(40):
+            got.append(c.add_job("gq", data=f'"t{k}-{i}"'))
+        c.close()
+    ts = [threading.Thread(target=produce, args=(n, k)) for k, n in enumerate((a, b, a, b))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    ids += got
+    assert all(x.isdigit() for x in ids)
+    assert len(set(ids)) == len(ids) == 20 + 50 + 160
+    # the id key reads the shared counter, on either node
+    assert ca.call("GET", "glide:{gq}:id") == cb.call("GET", "glide:{gq}:id") == b"230"
+    # each id names one job, readable on either node, and a worker gets every job once
+    assert _state(cb, "gq", ids[0]) == _state(ca, "gq", ids[-1]) == b"waiting"
+    bodies = _drain(a, "gq", len(ids))
+    assert len(set(bodies)) == len(ids)
+    assert len(rows(nodes.url, "SELECT id FROM jobs WHERE queue = 'gq'")) == len(ids)
+
+
+def test_custom_ids_across_nodes(nodes):
+    """A custom id stored through one node is a duplicate on the other, even once its job
+    left the node's memory; a numeric custom id moves the shared counter up."""
+    a, b = nodes(2, glide=True)
+    ca, cb = _conn(a), _conn(b)
+    assert ca.add_job("cq", custom_id="order-1") == b"order-1"
+    assert cb.add_job("cq", custom_id="order-1") == b"duplicate"
+    assert ca.add_job("cq", custom_id="order-1") == b"duplicate"
+    assert cb.add_job("other", custom_id="order-1") == b"order-1"   # per queue
+    assert ca.add_job("cq", custom_id="500") == b"500"
+    assert cb.add_job("cq") == b"501"
+    assert ca.add_job("cq") == b"502"
+    assert cb.add_job("cq", custom_id="500") == b"duplicate"
+    # one job per id in the database
+    r = rows(nodes.url, "SELECT uid FROM jobs WHERE queue = 'cq' ORDER BY uid")
+    assert [u for (u,) in r] == ["glide:{cq}:500", "glide:{cq}:501", "glide:{cq}:502",
+                                 "glide:{cq}:order-1"]
+
+
+def test_reads_see_every_node(nodes):
+    """Jobs added through a and b read the same through either node (HGETALL, HGET, EXISTS,
+    XLEN, ZCARD): waiting in the database, active on a worker of a, completed there."""
+    a, b = nodes(2, glide=True)
+    ca, cb = _conn(a), _conn(b)
+    j1 = ca.add_job("rq", data='{"x":1}')
+    j2 = cb.add_job("rq", data='{"x":2}')
+    ca.add_job("rq", data='{"x":3}', delay=60_000, ts=now_ms())
+    for c in (ca, cb):
+        h = c.call("HGETALL", f"glide:{{rq}}:job:{j1.decode()}")
+        d = dict(zip(h[::2], h[1::2]))
+        assert d[b"id"] == j1 and d[b"data"] == b'{"x":1}' and d[b"state"] == b"waiting"
+        assert c.call("EXISTS", f"glide:{{rq}}:job:{j2.decode()}", "glide:{rq}:job:99") == 1
+        assert c.call("XLEN", "glide:{rq}:stream") == 2
+        assert c.call("ZCARD", "glide:{rq}:scheduled") == 1
+    # a worker on a holds j1 (active: still in the stream), then completes it
+    w = bean(a, "rq")
+    job = w.reserve(timeout=5)
+    assert job.body == b'{"x":1}'
+    assert wait_until(lambda: _state(cb, "rq", j1) == b"active", timeout=5)
+    w.delete(job)
+    assert wait_until(lambda: _state(cb, "rq", j1) == b"completed", timeout=5)
+    assert cb.call("ZCARD", "glide:{rq}:completed") == 1
+    assert cb.call("XLEN", "glide:{rq}:stream") == 1
+    # redis-py, a real client, on b
+    r = redis.Redis(port=b.glide_port)
+    assert r.hget(f"glide:{{rq}}:job:{j2.decode()}", "state") == b"waiting"
+    assert r.zcard("glide:{rq}:completed") == 1
+    r.close()
+
+
+def test_pause_and_resume_on_every_node(nodes):
+    """glidemq_pause through a holds a beanstalk worker on b back; resume through b lets a
+    worker on a take the job."""
+    a, b = nodes(2, glide=True)
+    ca, cb = _conn(a), _conn(b)
+    ca.add_job("pq", data='"first"')
+    assert ca.fcall("glidemq_pause", meta_keys("pq"), []) == 1
+    wb = bean(b, "pq")
+    try:
+        wb.reserve(timeout=1)
+        raise AssertionError("a paused queue gave a job")
+    except greenstalk.TimedOutError:
+        pass
+    assert cb.fcall("glidemq_resume", meta_keys("pq"), []) == 1
+    assert _drain(a, "pq", 1) == [b'"first"']
+    wb.close()
+
+
+def test_dedup_is_refused_in_shared_mode(nodes):
+    """glidemq_dedup answers an error and creates nothing (its entries are per node)."""
+    (a,) = nodes(1, glide=True)
+    ca = _conn(a)
+    r = ca.fcall("glidemq_dedup", dedup_keys("dq"), ["d1", "0", "simple", *add_job_args()])
+    assert isinstance(r, hiredis.ReplyError) and "not supported in shared mode" in str(r)
+    assert rows(nodes.url, "SELECT id FROM jobs WHERE queue = 'dq'") == []
+
+
+def _flow(c, parent_q, children, custom=""):
+    ks = job_keys(parent_q)
+    args = ["parent", "{}", "{}", now_ms(), 0, 0, 0, len(children), custom]
+    for q, name in children:
+        ks += job_keys(q)
+        args += [name, '"c"', "{}", 0, 0, 0, f"glide:{{{q}}}", parent_q, ""]
+    args += [0]
+    return c.call("FCALL", "glidemq_addFlow", len(ks), *ks, *args)
+
+
+def test_a_flow_across_nodes(nodes):
+    """A flow added through a takes its ids from the shared counters (b's jobs before it
+    count); its children completed by a worker on b release the parent, which a worker on
+    b then gets; the same custom parent id through b is a duplicate."""
+    a, b = nodes(2, glide=True)
+    ca, cb = _conn(a), _conn(b)
+    assert cb.add_job("fp") == b"1"
+    assert cb.add_job("fc") == b"1"
+    assert _flow(ca, "fp", [("fc", "x"), ("fc", "y")], custom="P") == b'["P","2","3"]'
+    assert _flow(cb, "fp", [("fc", "z")], custom="P") == b'["duplicate"]'
+    assert _state(cb, "fp", "P") == b"waiting-children"
+    # b's worker takes fc's three jobs (1 first), completing them
+    assert len(_drain(b, "fc", 3)) == 3
+    assert wait_until(lambda: _state(ca, "fp", "P") == b"waiting", timeout=10)
+    got = sorted(_drain(b, "fp", 2))
+    assert got == [b"{}", b"{}"]   # fp:1 and the parent P
+
+
+def test_a_storage_outage_answers_an_error_and_changes_nothing(nodes):
+    """The counter's statement fails (the database refuses writes to jobgate_meta for a
+    moment): addJob answers an error, creates nothing, and works again afterwards."""
+    (a,) = nodes(1, glide=True)
+    ca = _conn(a)
+    assert ca.add_job("oq") == b"1"
+    _exec(nodes.url, "ALTER TABLE jobgate_meta ADD CONSTRAINT jg_test_no CHECK "
+          "(key NOT LIKE 'ctr:%' OR value < 2) NOT VALID")
+    r = ca.add_job("oq")
+    assert isinstance(r, hiredis.ReplyError) and "storage unavailable" in str(r)
+    _exec(nodes.url, "ALTER TABLE jobgate_meta DROP CONSTRAINT jg_test_no")
+    assert ca.add_job("oq") == b"2"
+    assert len(rows(nodes.url, "SELECT id FROM jobs WHERE queue = 'oq'")) == 2
