@@ -321,13 +321,13 @@ class GlobalOps:
                              lambda: (_sc().delete, (id, owner._o.dialect, self.clock.wall_ms(),
                                                      self._history(), allows)))
 
-    def pause_global(self, queue: str, ms: int, callback) -> None:
+    def pause_global(self, queue: str, ms: int, callback, here: bool = True) -> None:
         """`callback(bool)`: pause(queue, ms); in shared mode also for every node (claims
         skip the queue until the pause ends; table queue_pauses); False when the queue exists
-        nowhere."""
+        nowhere. `here=False`: the caller paused this node's queue already (counted once)."""
         e = self._engine
         sh = e.shared
-        here = self.pause(queue, ms)
+        here = self.pause(queue, ms) if here else queue in e.queues
         if sh is None:
             callback(here)
             return

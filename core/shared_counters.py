@@ -84,9 +84,15 @@ class SharedCounters:
             else:
                 # the batch's values of a name, (new - total, new], in request order
                 nxt = {name: res[name] - t for name, (t, _f) in wants.items()}
+                err = None
                 for name, n, _f, cb in batch:
                     nxt[name] += n
-                    cb(nxt[name])
+                    try:   # one failing caller does not leave the others waiting
+                        cb(nxt[name])
+                    except Exception as e:
+                        err = err or e
+                if err is not None:
+                    raise err
         self.node.query(count_up, (wants,), done)
 
 

@@ -53,6 +53,7 @@ class SharedSettings:
         self.installed = 0
         self.pauses_installed = 0            # other nodes' pauses installed here
         self._pausing: dict = {}             # queue -> callbacks of pause_global here
+        self._missed: set = set()            # queues whose notices came meanwhile
 
     def changed(self, queue: str) -> None:
         """The engine changed `queue`'s settings (stored with the next commit): announce it
@@ -74,7 +75,9 @@ class SharedSettings:
         if not queue or head == str(self.node.calls.number):
             return
         if head.endswith("p"):
-            if head[:-1] != str(self.node.calls.number):
+            if queue in self._pausing:
+                self._missed.add(queue)
+            elif head[:-1] != str(self.node.calls.number):
                 self._install_pause(queue)
             return
         self._install(queue)
@@ -93,6 +96,9 @@ class SharedSettings:
         cb = cbs.pop(0)
         if not cbs:
             del self._pausing[queue]
+            if queue in self._missed:   # another node's notice came meanwhile: read again
+                self._missed.discard(queue)
+                self._install_pause(queue)
         cb(result)
 
     def _install_pause(self, queue: str) -> None:
@@ -102,7 +108,10 @@ class SharedSettings:
         resume) lets this node's reservers go at once. A queue unknown here is left alone
         (the claims skip it while the row is there)."""
         def got(until) -> None:
-            if isinstance(until, Exception) or queue in self._pausing:
+            if isinstance(until, Exception):
+                return
+            if queue in self._pausing:   # read again once this node's own is stored
+                self._missed.add(queue)
                 return
             e = self.node.e
             left = 0 if until is None else until - e.clock.wall_ms()

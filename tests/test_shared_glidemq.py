@@ -208,3 +208,67 @@ def test_a_storage_outage_answers_an_error_and_changes_nothing(nodes):
     _exec(nodes.url, "ALTER TABLE jobgate_meta DROP CONSTRAINT jg_test_no")
     assert ca.add_job("oq") == b"2"
     assert len(rows(nodes.url, "SELECT id FROM jobs WHERE queue = 'oq'")) == 2
+
+
+def test_a_huge_numeric_custom_id_leaves_the_counter(nodes):
+    """A numeric custom id beyond a bigint is created and leaves the shared counter (it
+    moved it into an overflow before: every later addJob of the queue failed)."""
+    (a,) = nodes(1, glide=True)
+    c = _conn(a)
+    for big in (str(2**63 - 1), "1" + "0" * 25):
+        assert c.add_job("ovq", custom_id=big) == big.encode()
+    assert c.add_job("ovq") == b"1"
+    assert c.add_job("ovq", custom_id="77") == b"77"
+    assert c.add_job("ovq") == b"78"
+
+
+def test_malformed_calls_never_take_a_node_s_own_ids(nodes):
+    """An addJob with fewer arguments than the spec's (padded, as Lua reads them) and an
+    addFlow whose numChildren reads as a float take their ids from the shared counter, as
+    every call does (they took the node's own counter's before: id 1 twice)."""
+    a, b = nodes(2, glide=True)
+    ca, cb = _conn(a), _conn(b)
+    assert ca.add_job("fq") == b"1"
+    assert cb.call("FCALL", "glidemq_addJob", 4, *job_keys("fq"), "n", "{}", "{}") == b"2"
+    ks = job_keys("fq")
+    assert cb.call("FCALL", "glidemq_addFlow", len(ks), *ks, "parent", "{}", "{}", now_ms(),
+                   0, 0, 0, "0.0", "", 0) == b'["3"]'
+
+
+def test_a_glide_pause_counts_once(nodes):
+    """One glidemq_pause is one pause in beanstalk's cmd-pause-tube (it counted two)."""
+    (a,) = nodes(1, glide=True)
+    c = _conn(a)
+    c.add_job("pq")
+    assert c.fcall("glidemq_pause", meta_keys("pq"), []) == 1
+    g = bean(a, "pq")
+    assert g.stats_tube("pq")["cmd-pause-tube"] == 1
+    g.close()
+
+
+def test_a_scoped_client_touches_no_other_queue(pg_url, tmp_path):
+    """A connection whose token allows `ok*` only: an addJob to another queue answers
+    NOPERM and moves no counter; reads of another queue's keys read as missing, as on one
+    server; its own queue works."""
+    cfg = tmp_path / "scoped.yaml"
+    cfg.write_text("database: {mode: shared, poll_interval_ms: 60000}\n"
+                   "access:\n  principals:\n    - {token: s3cret, queues: ['ok*'], name: t}\n"
+                   "listeners:\n  beanstalk: {open: true}\n  glidemq: {open: true}\n")
+    from .support import Server, free_port
+    gport = free_port()
+    s = Server(pg_url, extra=["--config", str(cfg), "--listen", f"glidemq=127.0.0.1:{gport}"])
+    try:
+        c = RespConn(gport)
+        assert c.call("AUTH", "s3cret") == b"OK"
+        assert c.call("FUNCTION", "LOAD", "REPLACE", LIBRARY_STANDIN) == b"glidemq"
+        r = c.add_job("secret", custom_id=str(10**17))
+        assert isinstance(r, hiredis.ReplyError) and str(r).startswith("NOPERM")
+        assert rows(pg_url, "SELECT key FROM jobgate_meta WHERE key LIKE 'ctr:%%'") == []
+        assert c.call("XLEN", "glide:{secret}:stream") == 0
+        assert c.call("GET", "glide:{secret}:id") is None
+        assert c.call("EXISTS", "glide:{secret}:job:1", "glide:{ok1}:job:1") == 0
+        assert c.add_job("ok1") == b"1"
+        assert c.call("EXISTS", "glide:{secret}:job:1", "glide:{ok1}:job:1") == 1
+        assert c.call("XLEN", "glide:{ok1}:stream") == 1
+    finally:
+        s.stop()

@@ -44,6 +44,9 @@ QUEUE_ROWS_MAX = 100_000
 JOB_KINDS = frozenset(("job", "log", "deps"))
 #: queue-level key kinds computed from the queue's jobs
 QUEUE_KINDS = frozenset(("stream", "scheduled", "completed", "failed", "lifo"))
+#: a numeric custom id of at most this many digits moves the shared counter up (a longer
+#: one is created but leaves the counter: the counter is a PostgreSQL bigint)
+FLOOR_DIGITS = 18
 #: the functions that fetch before they run (the others run at once)
 PREPARED = frozenset((b"glidemq_addJob", b"glidemq_addFlow", b"glidemq_pause",
                       b"glidemq_resume"))
@@ -61,12 +64,15 @@ def _unavailable(e) -> Error:
 
 
 def _call(sess, fn, *args):
-    """fn(sess, *args) as Handler.handle runs it: a disallowed queue answers NOPERM."""
+    """fn(sess, *args) as Handler.handle runs it: a disallowed queue answers NOPERM; any
+    other exception an error reply (the connection must get its answer: it waits)."""
     try:
         return fn(sess, *args)
     except AccessDenied:
         sess.need_commit = False
         return Error(NOPERM)
+    except Exception as e:   # a defect: answered, not left hanging
+        return Error(f"ERR jobgate: internal error ({type(e).__name__})")
 
 
 class _Gather:
@@ -105,8 +111,9 @@ def _id_key(raw: bytes):
 def _plan(name: bytes, keys: list, argv: list):
     """What function `name` needs first: ([(base, custom id)], bases needing auto ids
     {base: n}) or None when its arguments are malformed (the function answers its error)."""
+    from .functions_jobs import _num
     if name == b"glidemq_addJob":
-        if len(keys) < 4 or len(argv) < 4:
+        if len(keys) < 4:
             return None
         k = _id_key(keys[0])
         if k is None:
@@ -116,10 +123,7 @@ def _plan(name: bytes, keys: list, argv: list):
     # glidemq_addFlow: the parent's custom id (arg 9), each child's (its arg 9)
     if len(keys) < 4 or len(argv) < 9:
         return None
-    try:
-        n = int(argv[7])
-    except ValueError:
-        return None
+    n = _num(argv[7])   # as the function reads it (Lua's tonumber)
     if n < 0 or len(argv) < 9 + 9 * n or len(keys) < 4 + 4 * n:
         return None
     out = []
@@ -142,8 +146,12 @@ def run_function(sess, name: bytes, fn, keys: list, argv: list):
     if name in (b"glidemq_pause", b"glidemq_resume"):
         return _pause(sess, name, fn, keys, argv)
     plan = _plan(name, keys, argv)
-    if plan is None:
-        return fn(sess, keys, argv)
+    if plan is None:   # malformed: the function answers its error, and takes no id
+        sess.prepared = ({}, set())
+        try:
+            return fn(sess, keys, argv)
+        finally:
+            sess.prepared = None
     st = sess.state
     port = sess.port
     wants: dict = {}          # base -> [auto ids, floor]
@@ -154,11 +162,14 @@ def run_function(sess, name: bytes, fn, keys: list, argv: list):
             w = wants[base] = [0, st.counter(base)]   # a single server's counter: the floor
         if custom:
             customs.append(f"{base}:{custom}")
-            if custom.isdigit():
+            if custom.isdigit() and len(custom) <= FLOOR_DIGITS:
                 w[1] = max(w[1], int(custom))
         else:
             w[0] += 1
     bases = list(wants)
+    for base in bases:
+        if not visible_base(sess, base):
+            return Error(NOPERM)
 
     def then(res) -> None:
         taken = res[0]
@@ -185,14 +196,20 @@ def run_function(sess, name: bytes, fn, keys: list, argv: list):
 
 def next_id(sess, base: str, custom: str) -> str | None:
     """functions_jobs._next_id in shared mode: the custom id (None when a row or this node
-    has it) or the next id fetched for `base`."""
+    has it) or the next id fetched for `base`. Raises functions_jobs.Refused when no id was
+    fetched for `base` (a call `_plan` could not read: never a node's own counter)."""
     ids, taken = sess.prepared
     if custom:
         uid = f"{base}:{custom}"
         if uid in taken or sess.port.find(uid) is not None:
             return None
         return custom
-    return ids[base].popleft()
+    q = ids.get(base)
+    if not q:
+        from .functions_jobs import Refused
+        raise Refused("ERR jobgate: malformed call (its job ids could not be read from its "
+                      "keys and arguments)")
+    return q.popleft()
 
 
 def _pause(sess, name: bytes, fn, keys: list, argv: list):
@@ -209,10 +226,17 @@ def _pause(sess, name: bytes, fn, keys: list, argv: list):
     except Refused:
         return reply
     sess.preparing = True
+    on = name == b"glidemq_pause"
 
     def done(res) -> None:
-        sess.wake(_unavailable(res) if isinstance(res, Exception) else reply)
-    sess.port.pause_global(q, PAUSE_FOREVER_MS if name == b"glidemq_pause" else 0, done)
+        if isinstance(res, Exception):   # this node's pause (or resume) is made: say so
+            reply_ = Error(f"ERR jobgate: storage unavailable ({type(res).__name__}); the "
+                           f"queue is {'paused' if on else 'resumed'} on this node only")
+        else:
+            reply_ = reply
+        sess.wake(reply_)
+    # the function paused this node's queue (counted once): the others only
+    sess.port.pause_global(q, PAUSE_FOREVER_MS if on else 0, done, here=False)
     return WAIT
 
 
@@ -231,6 +255,8 @@ def prefetch(sess, cmd, args: list):
         k = parse_key(a)
         if k is None:
             continue
+        if not visible_base(sess, k.base):
+            continue   # reads as missing, as on one server (keyview.visible)
         if k.kind in JOB_KINDS and k.arg:
             uid = uid_of(k.prefix, k.queue, k.arg)
             if port.find(uid) is None and uid not in uids:
@@ -265,10 +291,7 @@ def prefetch(sess, cmd, args: list):
         i += 1
     st = sess.state
     for base in counters:   # the shared counter's value: n = 0 takes none
-        if visible_base(sess, base):
-            port.count_up_global(f"glidemq:id:{base}", 0, st.counter(base), g.slot(i))
-        else:
-            g.slot(i)(0)
+        port.count_up_global(f"glidemq:id:{base}", 0, st.counter(base), g.slot(i))
         i += 1
     return WAIT
 
