@@ -73,7 +73,8 @@ PASS = ("clock", "persistence", "restore", "tick", "next_due", "set_wakeup", "se
         "dependency_met", "cancel_result_wait", "create", "of", "scoped", "storage_down",
         "set_storage_state", "storage_state", "webhook_stats", "webhooks_version",
         "set_webhook_allow", "restore_webhooks", "webhook_delivered", "on_webhooks_changed",
-        "dialect_records", "dialect_record", "set_dialect_record", "feed_stats", "shared",
+        "dialect_records", "dialect_record", "set_dialect_record", "dialect_record_global",
+        "feed_stats", "shared",
         "share", "stats_global", "end_pauses", "serve_forwarded", "uids_taken_global",
         "reach_jobs", "reach_ids", "wait_for", "count_up_global")
 

@@ -57,6 +57,31 @@ class DialectOps:
             j.put_record("dialect_state", key, row)
 
 
+    def dialect_record_global(self, key: str, callback) -> None:
+        """`callback(value or None)`: record `key`; on a node in shared mode as the database
+        holds it, once this node's changes so far are committed (the last record any node
+        stored: docs/scaling.md "glide-mq across nodes"), or the Exception the database
+        raised. At once on a single server."""
+        e = self._engine
+        sh = e.shared
+        if sh is None:
+            callback(e.dialect_state.get(key))
+            return
+        sh.query_settled(dialect_row, (key,), callback)
+
+
+def dialect_row(conn, key: str):
+    """Shared mode, on the claim thread: the stored value of dialect record `key`, or None."""
+    from .shared_reads import _run
+
+    def go(cur):
+        cur.execute("SELECT spec FROM dialect_state WHERE key = %s", (key,))
+        r = cur.fetchone()
+        return None if r is None else msgpack.unpackb(bytes(r[0]), raw=False,
+                                                      strict_map_key=False)
+    return _run(conn, go)
+
+
 def load_dialect_state(engine, rows) -> int:
     """Install stored dialect records (rows of store.load_records("dialect_state")) into
     `engine.dialect_state` at start; returns how many."""

@@ -124,6 +124,8 @@ def test_reads_see_every_node(nodes):
         assert c.call("EXISTS", f"glide:{{rq}}:job:{j2.decode()}", "glide:{rq}:job:99") == 1
         assert c.call("XLEN", "glide:{rq}:stream") == 2
         assert c.call("ZCARD", "glide:{rq}:scheduled") == 1
+        # a job that exists nowhere reads as nil (the nil reply once never came)
+        assert c.call("HGET", "glide:{rq}:job:999", "state") is None
     # a worker on a holds j1 (active: still in the stream), then completes it
     w = bean(a, "rq")
     job = w.reserve(timeout=5)
@@ -158,13 +160,63 @@ def test_pause_and_resume_on_every_node(nodes):
     wb.close()
 
 
-def test_dedup_is_refused_in_shared_mode(nodes):
-    """glidemq_dedup answers an error and creates nothing (its entries are per node)."""
-    (a,) = nodes(1, glide=True)
-    ca = _conn(a)
-    r = ca.fcall("glidemq_dedup", dedup_keys("dq"), ["d1", "0", "simple", *add_job_args()])
-    assert isinstance(r, hiredis.ReplyError) and "not supported in shared mode" in str(r)
-    assert rows(nodes.url, "SELECT id FROM jobs WHERE queue = 'dq'") == []
+def _dd(c: RespConn, q: str, did: str, mode: str, ttl: int = 0, **kw):
+    """glidemq_dedup of dedup id `did` in `mode` (ttl ms) with addJob's arguments `kw`."""
+    return c.fcall("glidemq_dedup", dedup_keys(q), [did, str(ttl), mode, *add_job_args(**kw)])
+
+
+def test_dedup_simple_across_nodes(nodes):
+    """A simple dedup id used through a skips on b while its job waits in the database and
+    while a worker of b holds it; once that worker completed it, a adds a new job."""
+    a, b = nodes(2, glide=True)
+    ca, cb = _conn(a), _conn(b)
+    first = _dd(ca, "dq", "d1", "simple", data='"one"')
+    assert first == b"1"
+    assert _dd(cb, "dq", "d1", "simple", data='"two"') == b"skipped"
+    w = bean(b, "dq")
+    job = w.reserve(timeout=5)
+    assert job.body == b'"one"'
+    assert _dd(ca, "dq", "d1", "simple") == b"skipped"   # active on b
+    w.delete(job)
+    assert wait_until(lambda: _state(ca, "dq", first) == b"completed", timeout=5)
+    again = _dd(ca, "dq", "d1", "simple", data='"three"')
+    assert again not in (b"skipped", first) and again.isdigit()
+    assert _dd(cb, "dq", "d1", "simple") == b"skipped"
+    assert _drain(b, "dq", 1) == [b'"three"']
+    w.close()
+
+
+def test_dedup_throttle_across_nodes(nodes):
+    """A throttle window opened through a holds on b; a timestamp past it adds."""
+    a, b = nodes(2, glide=True)
+    ca, cb = _conn(a), _conn(b)
+    t = now_ms()
+    assert _dd(ca, "tq", "t1", "throttle", ttl=60_000, ts=t) == b"1"
+    assert _dd(cb, "tq", "t1", "throttle", ttl=60_000, ts=t + 1_000) == b"skipped"
+    assert _dd(cb, "tq", "t1", "throttle", ttl=60_000, ts=t + 70_000) == b"3"
+
+
+def test_dedup_debounce_across_nodes(nodes):
+    """A delayed job debounced through a, sent again through b, is replaced there: the first
+    is gone from the database, the second waits; an active one is kept (skipped)."""
+    a, b = nodes(2, glide=True)
+    ca, cb = _conn(a), _conn(b)
+    t = now_ms()
+    first = _dd(ca, "bq", "b1", "debounce", delay=60_000, ts=t, data='"old"')
+    assert first == b"1"
+    second = _dd(cb, "bq", "b1", "debounce", delay=60_000, ts=t + 10, data='"new"')
+    assert second == b"2"
+    assert _state(ca, "bq", first) is None and _state(ca, "bq", second) == b"delayed"
+    assert [u for (u,) in rows(nodes.url, "SELECT uid FROM jobs WHERE queue = 'bq'")] == \
+        ["glide:{bq}:2"]
+    # an active job is kept
+    third = _dd(ca, "bq", "b2", "debounce", data='"run"')
+    w = bean(b, "bq")
+    job = w.reserve(timeout=5)
+    assert job.body == b'"run"'
+    assert _dd(ca, "bq", "b2", "debounce", data='"later"') == b"skipped"
+    assert _state(cb, "bq", third) == b"active"
+    w.close()
 
 
 def _flow(c, parent_q, children, custom=""):

@@ -31,17 +31,22 @@ def dedup(sess, keys, argv):
         _ts_int(args, 0)
         st = sess.state
         base = dk.base
-        rec = st.dedup(base, dedup_id)
+        p = sess.prepared   # shared mode: the entry as the database holds it (resp/shared.py)
+        rec = st.dedup(base, dedup_id) if p is None else p.record
         port = sess.port
         if rec is not None and mode in ("simple", "throttle", "debounce"):
             jid, _, rts = rec.rpartition(":")
-            view = port.lookup(f"{base}:{jid}")
+            uid = f"{base}:{jid}"
+            view = port.lookup(uid)
+            held = p is not None and uid in p.held   # active on another node
             if mode == "simple":
-                if view is not None and view.state not in ("completed", "buried"):
+                if held or (view is not None and view.state not in ("completed", "buried")):
                     return "skipped"
             elif mode == "throttle":
                 if ttl > 0 and _num(args.ts) - _num(rts) < ttl:
                     return "skipped"
+            elif held:   # debounce: an active job is kept
+                return "skipped"
             elif view is not None:   # debounce
                 s = state_of(view)
                 if s in ("delayed", "prioritized"):

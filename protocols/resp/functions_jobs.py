@@ -321,7 +321,7 @@ def custom_taken(sess, uid: str) -> bool:
     if sess.port.find(uid) is not None:
         return True
     p = sess.prepared
-    return p is not None and uid in p[1]
+    return p is not None and uid in p.taken
 
 
 def _add(sess, keys: list, argv: list, fname: str):
@@ -335,7 +335,7 @@ def _add(sess, keys: list, argv: list, fname: str):
     if args.tb_capacity > 0 and args.cost > args.tb_capacity:
         if not args.custom_id:   # the counter moves, as the reference's
             if sess.prepared is not None:
-                sess.prepared[0][base].popleft()   # shared mode: taken in the database
+                shared_next_id(sess, base, "")   # shared mode: taken in the database
             else:
                 sess.state.set_counter(base, sess.state.counter(base) + 1)
                 sess.need_commit = True

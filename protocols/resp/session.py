@@ -78,6 +78,7 @@ class Handler:
         self.need_commit = False
         self.on_wake = None
         self.reply = None       # a blocking command's answer, once there (streams.py)
+        self.replied = False    # it is there (it may be None: a nil reply)
         self.waiting = None     # its withdraw function while it waits
         # shared mode (protocols/resp/shared.py): a command waits for the database first
         self.shared = state.port.shared
@@ -137,17 +138,18 @@ class Handler:
         return encode(r, self.proto)
 
     def has_reply(self) -> bool:
-        return self.reply is not None
+        return self.replied
 
     def take_reply(self) -> bytes:
         r = self.reply
         self.reply = None
+        self.replied = False
         return encode(r, self.proto)
 
     def cancel_wait(self) -> bytes | None:
         """Withdraw a blocking XREADGROUP (its null reply), or None when it was answered or
         waits for the database (shared mode: its reply comes)."""
-        if self.reply is not None or self.preparing:
+        if self.replied or self.preparing:
             return None
         w = self.waiting
         self.waiting = None
@@ -167,6 +169,7 @@ class Handler:
         self.waiting = None
         self.preparing = False
         self.reply = reply
+        self.replied = True
         if self.on_wake is not None:
             self.on_wake()
 

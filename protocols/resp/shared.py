@@ -15,6 +15,11 @@ and answers; the connection's later commands wait behind it, as behind a blockin
 - **Custom job ids** are checked against the database too (Port.uids_taken_global): a
   custom id any node stored answers `"duplicate"`. Two nodes given one new custom id at the
   same moment can both create it (as bunqueue's custom ids across nodes).
+- **Deduplication** (`glidemq_dedup`): the dedup entry is read as the database holds it (the
+  last one any node stored: Port.dialect_record_global), and the job it names, when no node
+  holds it, is brought here (Port.reach_jobs) so that a debounce can replace it; a job
+  another node holds is active (simple and debounce skip). Two nodes given one new dedup id
+  at the same moment can both add.
 - **Pause and resume** pause the queue on every node (Port.pause_global) before the reply.
 - **Key reads** (HGET, HGETALL, EXISTS, ... of `job:<id>`, `log:<id>`, `deps:<id>`; XLEN,
   ZCARD, ZRANGE, ... of `stream`, `scheduled`, `completed`, `failed`, `lifo`) read the
@@ -22,9 +27,9 @@ and answers; the connection's later commands wait behind it, as behind a blockin
   to the database, or held by another node, reads as it was last committed. A queue-level
   read reads at most QUEUE_ROWS_MAX rows of the queue. `GET <base>:id` reads the shared
   counter.
-- **Not across nodes** (each node's own): `glidemq_dedup` is refused (its dedup entries
-  are a node's records); the `:events` stream, ordering keys' sequences, the `meta` hash,
-  tryLock locks, and SCAN / KEYS / DBSIZE (which list the `id` key as this node knows it).
+- **Not across nodes** (each node's own): the `:events` stream, ordering keys' sequences,
+  the `meta` and `dedup` hashes as keys read them, tryLock locks, and SCAN / KEYS / DBSIZE
+  (which list the `id` key as this node knows it).
 
 A failed database read or counter answers `ERR jobgate: storage unavailable (...)` and
 changes nothing.
@@ -48,11 +53,9 @@ QUEUE_KINDS = frozenset(("stream", "scheduled", "completed", "failed", "lifo"))
 #: one is created but leaves the counter: the counter is a PostgreSQL bigint)
 FLOOR_DIGITS = 18
 #: the functions that fetch before they run (the others run at once)
-PREPARED = frozenset((b"glidemq_addJob", b"glidemq_addFlow", b"glidemq_pause",
-                      b"glidemq_resume"))
+PREPARED = frozenset((b"glidemq_addJob", b"glidemq_addFlow", b"glidemq_dedup",
+                      b"glidemq_pause", b"glidemq_resume"))
 NOPERM = "NOPERM this user has no permissions to access one of the keys used as arguments"
-DEDUP_REFUSED = ("ERR jobgate: glidemq_dedup is not supported in shared mode yet (its dedup "
-                 "entries are each node's own; docs/scaling.md)")
 
 
 def _s(b: bytes) -> str:
@@ -108,11 +111,28 @@ def _id_key(raw: bytes):
     return k if k is not None and k.kind == "id" and k.arg is None else None
 
 
+class Prepared:
+    """What a function call fetched from the database before it runs (`sess.prepared`):
+    `ids` {base: deque of the ids it may hand out (str)}, `taken` (custom uids a row has),
+    `record` (glidemq_dedup: the dedup entry as the database holds it, or None), `held`
+    (glidemq_dedup: the uid of the entry's job when another node holds it)."""
+
+    __slots__ = ("ids", "taken", "record", "held")
+
+    def __init__(self, ids: dict, taken, record=None, held=frozenset()) -> None:
+        self.ids = ids
+        self.taken = taken
+        self.record = record
+        self.held = held
+
+
 def _plan(name: bytes, keys: list, argv: list):
-    """What function `name` needs first: ([(base, custom id)], bases needing auto ids
-    {base: n}) or None when its arguments are malformed (the function answers its error)."""
+    """What function `name` needs first: [(base, custom id)] of the jobs it may create, or
+    None when its arguments are malformed (the function answers its error)."""
     from .functions_jobs import _num
-    if name == b"glidemq_addJob":
+    if name == b"glidemq_addJob" or name == b"glidemq_dedup":
+        if name == b"glidemq_dedup":   # its dedup key, then addJob's keys and arguments
+            keys, argv = keys[1:], argv[3:]
         if len(keys) < 4:
             return None
         k = _id_key(keys[0])
@@ -139,15 +159,19 @@ def run_function(sess, name: bytes, fn, keys: list, argv: list):
     """FCALL `name` on a node in shared mode: the reply at once (functions that need nothing
     from the database, malformed calls) or protocols.resp.streams.WAIT, the reply coming
     through `sess.wake` once the database answered (see the module docstring)."""
-    if name == b"glidemq_dedup":
-        return Error(DEDUP_REFUSED)
     if name not in PREPARED:
         return fn(sess, keys, argv)
     if name in (b"glidemq_pause", b"glidemq_resume"):
         return _pause(sess, name, fn, keys, argv)
     plan = _plan(name, keys, argv)
+    if plan is not None and name == b"glidemq_dedup":
+        dedup = _dedup_entry(keys, argv)
+        if dedup is False:
+            plan = None
+    else:
+        dedup = None
     if plan is None:   # malformed: the function answers its error, and takes no id
-        sess.prepared = ({}, set())
+        sess.prepared = Prepared({}, set())
         try:
             return fn(sess, keys, argv)
         finally:
@@ -171,40 +195,79 @@ def run_function(sess, name: bytes, fn, keys: list, argv: list):
         if not visible_base(sess, base):
             return Error(NOPERM)
 
-    def then(res) -> None:
-        taken = res[0]
-        ids = {}
-        for base, last in zip(bases, res[1:]):
-            n = wants[base][0]
-            ids[base] = deque(str(i) for i in range(last - n + 1, last + 1))
-        sess.prepared = (ids, taken)
+    def run(prep: Prepared) -> None:
+        sess.prepared = prep
         try:
             reply = _call(sess, fn, keys, argv)
         finally:
             sess.prepared = None
         sess.wake(reply)
 
+    def then(res) -> None:
+        ids = {}
+        for base, last in zip(bases, res[1:]):
+            n = wants[base][0]
+            ids[base] = deque(str(i) for i in range(last - n + 1, last + 1))
+        prep = Prepared(ids, res[0])
+        if dedup is None:
+            run(prep)
+            return
+        prep.record = rec = res[-1]
+        uid = _entry_job(dedup, rec)
+        if uid is None or port.find(uid) is not None:
+            run(prep)
+            return
+
+        def reached(where) -> None:   # last: nothing may commit between it and the run
+            if isinstance(where, Exception):
+                sess.wake(_unavailable(where))
+                return
+            prep.held = frozenset(where)
+            run(prep)
+        port.reach_jobs([uid], reached)
+
     from .session import WAIT
-    g = _Gather(1 + len(bases), then, lambda e: sess.wake(_unavailable(e)))
+    n = 1 + len(bases) + (dedup is not None)
+    g = _Gather(n, then, lambda e: sess.wake(_unavailable(e)))
     sess.preparing = True
     port.uids_taken_global(customs, g.slot(0))
     for i, base in enumerate(bases):
-        n, floor = wants[base]
-        port.count_up_global(f"glidemq:id:{base}", n, floor, g.slot(i + 1))
+        w, floor = wants[base]
+        port.count_up_global(f"glidemq:id:{base}", w, floor, g.slot(i + 1))
+    if dedup is not None:
+        port.dialect_record_global(f"glidemq:dedup:{dedup[0]}:{dedup[1]}", g.slot(n - 1))
     return WAIT
+
+
+def _dedup_entry(keys: list, argv: list):
+    """glidemq_dedup's (dedup base, dedupId, mode), or False when its dedup key or
+    arguments are malformed (the function answers its error)."""
+    k = parse_key(keys[0]) if keys else None
+    if k is None or k.kind != "dedup" or k.arg is not None or len(argv) < 3:
+        return False
+    return k.base, _s(argv[0]), _s(argv[2])
+
+
+def _entry_job(dedup: tuple, rec) -> str | None:
+    """The uid of the job dedup entry `rec` ("<jobId>:<timestamp>") names, when the mode
+    looks at that job (simple, debounce); else None."""
+    if not isinstance(rec, str) or dedup[2] not in ("simple", "debounce"):
+        return None
+    jid = rec.rpartition(":")[0]
+    return f"{dedup[0]}:{jid}" if jid else None
 
 
 def next_id(sess, base: str, custom: str) -> str | None:
     """functions_jobs._next_id in shared mode: the custom id (None when a row or this node
     has it) or the next id fetched for `base`. Raises functions_jobs.Refused when no id was
     fetched for `base` (a call `_plan` could not read: never a node's own counter)."""
-    ids, taken = sess.prepared
+    p = sess.prepared
     if custom:
         uid = f"{base}:{custom}"
-        if uid in taken or sess.port.find(uid) is not None:
+        if uid in p.taken or sess.port.find(uid) is not None:
             return None
         return custom
-    q = ids.get(base)
+    q = p.ids.get(base)
     if not q:
         from .functions_jobs import Refused
         raise Refused("ERR jobgate: malformed call (its job ids could not be read from its "
@@ -302,5 +365,4 @@ def visible_base(sess, base: str) -> bool:
     return p is None or p.allows(base[base.find(":{") + 2:-1])
 
 
-__all__ = ["run_function", "next_id", "prefetch", "PREPARED", "QUEUE_ROWS_MAX",
-           "DEDUP_REFUSED"]
+__all__ = ["run_function", "next_id", "prefetch", "Prepared", "PREPARED", "QUEUE_ROWS_MAX"]
