@@ -324,3 +324,32 @@ def test_a_scoped_client_touches_no_other_queue(pg_url, tmp_path):
         assert c.call("XLEN", "glide:{ok1}:stream") == 1
     finally:
         s.stop()
+
+
+def test_valkey_glide_clients_on_two_nodes(nodes):
+    """valkey-glide (the client glide-mq's is a fork of), one per node: a pipeline of
+    addJobs (glide-mq's addBulk) through each, a custom id through both, and a read of the
+    other node's job (RESP3)."""
+    from glide import Batch
+
+    from .test_glidemq_clients import _glide_run
+    a, b = nodes(2, glide=True)
+
+    def bulk(node, tag: str, custom: str):
+        async def body(c):
+            assert await c.function_load(LIBRARY_STANDIN, replace=True) == b"glidemq"
+            batch = Batch(is_atomic=False)
+            for i in range(20):
+                batch.fcall("glidemq_addJob", keys=job_keys("vq"),
+                            arguments=add_job_args("n", f'"{tag}{i}"'))
+            ids = await c.exec(batch, raise_on_error=True)
+            dup = await c.fcall("glidemq_addJob", keys=job_keys("vq"),
+                                arguments=add_job_args("n", "{}", custom_id=custom))
+            state = await c.custom_command(["HGET", "glide:{vq}:job:1", "state"])
+            return ids, dup, state
+        return _glide_run(node.glide_port, 3, body)[0]
+    ids_a, dup_a, _ = bulk(a, "a", "same")
+    ids_b, dup_b, state = bulk(b, "b", "same")
+    assert dup_a == b"same" and dup_b == b"duplicate"
+    assert len(set(ids_a + ids_b)) == 40 and state == b"waiting"
+    assert len(_drain(a, "vq", 41)) == 41

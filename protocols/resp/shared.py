@@ -191,7 +191,7 @@ def run_function(sess, name: bytes, fn, keys: list, argv: list):
         else:
             w[0] += 1
     bases = list(wants)
-    for base in bases:
+    for base in bases + ([dedup[0]] if dedup else []):
         if not visible_base(sess, base):
             return Error(NOPERM)
 
