@@ -61,6 +61,12 @@ class Sequential:
         self._buffered = getattr(parser, "buffered", None)
         handler.on_wake = self._woken
 
+    def ahead(self) -> deque:
+        """The parsed commands waiting behind the running one, in order (read them, do not
+        change them): a handler may prepare for them (glide-mq's addJobs in shared mode
+        take their ids together: protocols/resp/shared.py)."""
+        return self._pending
+
     # ------------------------------------------------------------- contract
     def data_received(self, data: bytes) -> None:
         """Bytes from the peer."""

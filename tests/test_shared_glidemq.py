@@ -353,3 +353,31 @@ def test_valkey_glide_clients_on_two_nodes(nodes):
     assert dup_a == b"same" and dup_b == b"duplicate"
     assert len(set(ids_a + ids_b)) == 40 and state == b"waiting"
     assert len(_drain(a, "vq", 41)) == 41
+
+
+def test_a_pipeline_takes_its_ids_together(nodes):
+    """One write of addJobs on two queues, with custom ids (one stored through the other
+    node, one twice in the write, a numeric one) and a malformed call between them: each
+    answers as one at a time would, and ids stay unique with the other node's."""
+    a, b = nodes(2, glide=True)
+    ca, cb = _conn(a), _conn(b)
+    assert cb.add_job("p1", custom_id="taken") == b"taken"
+    assert cb.add_job("p1") == b"1"
+    calls = [("p1", {}), ("p2", {}), ("p1", {"custom_id": "taken"}),
+             ("p1", {"custom_id": "c1"}), ("p1", {"custom_id": "c1"}), ("p1", {}),
+             ("p2", {"custom_id": "40"}), ("p2", {})]
+    cmds = [("FCALL", "glidemq_addJob", 4, *job_keys(q), *add_job_args(**kw))
+            for q, kw in calls]
+    cmds.insert(3, ("FCALL", "glidemq_addJob", 2, "x", "y"))   # too few keys
+    ca.send(*cmds)
+    got = [ca.reply() for _ in cmds]
+    assert isinstance(got[3], hiredis.ReplyError)
+    del got[3]
+    assert got[2:5] == [b"duplicate", b"c1", b"duplicate"]
+    assert got[6] == b"40" and int(got[7]) > 40
+    auto = [got[0], got[1], got[5], got[7], cb.add_job("p1"), cb.add_job("p2")]
+    assert all(x.isdigit() for x in auto)
+    assert len({("p1", x) for x in (auto[0], auto[2], auto[4], b"1")}) == 4
+    assert len({x for x in (auto[1], auto[3], auto[5])}) == 3
+    n = len(rows(nodes.url, "SELECT id FROM jobs WHERE queue IN ('p1', 'p2')"))
+    assert n == 2 + 6 + 2

@@ -87,6 +87,10 @@ class Handler:
         self.remote = None      # while a read runs: {uid: JobView} of rows read
         self.rows = None        # while a read runs: {queue: [JobView]} of the queue's jobs
         self.counters = None    # while a read runs: {base: the shared id counter's value}
+        self.ahead = None       # () -> the commands parsed behind the running one
+        self.id_stock: dict = {}    # base -> ids taken for this connection's next addJobs
+        self.checked: set = set()   # custom uids found free for its next addJobs
+        self.taken_stock: set = set()   # custom uids found taken
 
     # ------------------------------------------------------------- Sequential's handler
     def handle(self, item):
@@ -203,5 +207,7 @@ from .shared import prefetch  # noqa: E402
 def connect(state, transport) -> Sequential:
     """The push-style session of one RESP connection (protocols/contract.py)."""
     h = Handler(state, getattr(transport, "principal", None))
-    return Sequential(_Parser(state.options.get("max_bulk_bytes", 512 << 20)), h, transport,
-                      WAIT, QUIT)
+    seq = Sequential(_Parser(state.options.get("max_bulk_bytes", 512 << 20)), h, transport,
+                     WAIT, QUIT)
+    h.ahead = seq.ahead
+    return seq

@@ -52,6 +52,8 @@ QUEUE_KINDS = frozenset(("stream", "scheduled", "completed", "failed", "lifo"))
 #: a numeric custom id of at most this many digits moves the shared counter up (a longer
 #: one is created but leaves the counter: the counter is a PostgreSQL bigint)
 FLOOR_DIGITS = 18
+#: at most this many addJobs parsed behind the running one take their ids with it
+AHEAD_MAX = 1000
 #: the functions that fetch before they run (the others run at once)
 PREPARED = frozenset((b"glidemq_addJob", b"glidemq_addFlow", b"glidemq_dedup",
                       b"glidemq_pause", b"glidemq_resume"))
@@ -164,6 +166,8 @@ def run_function(sess, name: bytes, fn, keys: list, argv: list):
     if name in (b"glidemq_pause", b"glidemq_resume"):
         return _pause(sess, name, fn, keys, argv)
     plan = _plan(name, keys, argv)
+    if plan is not None and name == b"glidemq_addJob":
+        return _add_job(sess, fn, keys, argv, plan[0])
     if plan is not None and name == b"glidemq_dedup":
         dedup = _dedup_entry(keys, argv)
         if dedup is False:
@@ -237,6 +241,92 @@ def run_function(sess, name: bytes, fn, keys: list, argv: list):
     if dedup is not None:
         port.dialect_record_global(f"glidemq:dedup:{dedup[0]}:{dedup[1]}", g.slot(n - 1))
     return WAIT
+
+
+def _add_job(sess, fn, keys: list, argv: list, first: tuple):
+    """glidemq_addJob in shared mode, `first` its (base, custom id): at once when this
+    connection holds an id for it (taken with an earlier call's) or checked its custom id;
+    else the ids of it and of the addJobs parsed behind it (at most AHEAD_MAX) are taken in
+    one batch and their custom ids checked together, so a pipeline of n addJobs waits for
+    the database once, not n times."""
+    base, custom = first
+    if not visible_base(sess, base):
+        return Error(NOPERM)
+    uid = f"{base}:{custom}" if custom else None
+    if (sess.id_stock.get(base) if uid is None else uid in sess.checked):
+        return _run_stocked(sess, fn, keys, argv, uid)
+    st = sess.state
+    wants: dict = {}          # base -> [auto ids, floor]
+    customs: list = []
+
+    def want(b: str, c: str) -> None:
+        w = wants.get(b)
+        if w is None:
+            w = wants[b] = [0, st.counter(b)]   # a single server's counter: the floor
+        if c:
+            customs.append(f"{b}:{c}")
+            if c.isdigit() and len(c) <= FLOOR_DIGITS:
+                w[1] = max(w[1], int(c))
+        else:
+            w[0] += 1
+    want(base, custom)
+    ahead = sess.ahead() if sess.ahead is not None else ()
+    for i, item in enumerate(ahead):
+        if i >= AHEAD_MAX:
+            break
+        if item.__class__ is not list or len(item) < 3 or item[0] != b"FCALL" \
+                or item[1] != b"glidemq_addJob":
+            continue
+        parsed = _split(item[2:])
+        if parsed is None:
+            continue
+        p = _plan(b"glidemq_addJob", *parsed)
+        if p is not None and visible_base(sess, p[0][0]):
+            want(*p[0])
+    bases = list(wants)
+
+    def then(res) -> None:
+        sess.taken_stock |= res[0]
+        sess.checked.update(u for u in customs if u not in res[0])
+        for b, last in zip(bases, res[1:]):
+            n = wants[b][0]
+            q = sess.id_stock.get(b)
+            if q is None:
+                q = sess.id_stock[b] = deque()
+            q.extend(str(i) for i in range(last - n + 1, last + 1))
+        sess.wake(_run_stocked(sess, fn, keys, argv, uid))
+
+    from .session import WAIT
+    g = _Gather(1 + len(bases), then, lambda e: sess.wake(_unavailable(e)))
+    sess.preparing = True
+    sess.port.uids_taken_global(customs, g.slot(0))
+    for i, b in enumerate(bases):
+        n, floor = wants[b]
+        sess.port.count_up_global(f"glidemq:id:{b}", n, floor, g.slot(i + 1))
+    return WAIT
+
+
+def _split(args: list):
+    """FCALL's `numkeys keys... args...` -> (keys, argv), or None when malformed."""
+    try:
+        n = int(args[0])
+    except ValueError:
+        return None
+    if n < 0 or n > len(args) - 1:
+        return None
+    return args[1:1 + n], args[1 + n:]
+
+
+def _run_stocked(sess, fn, keys: list, argv: list, uid: str | None):
+    """Run addJob with this connection's stock of ids and checked custom ids; its reply."""
+    sess.prepared = Prepared(sess.id_stock, sess.taken_stock)
+    try:
+        return _call(sess, fn, keys, argv)
+    finally:
+        sess.prepared = None
+        if uid is not None:
+            sess.checked.discard(uid)
+            sess.taken_stock.discard(uid)
 
 
 def _dedup_entry(keys: list, argv: list):
