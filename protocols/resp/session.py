@@ -89,7 +89,7 @@ class Handler:
         self.counters = None    # while a read runs: {base: the shared id counter's value}
         self.ahead = None       # () -> the commands parsed behind the running one
         self.id_stock: dict = {}    # base -> ids taken for this connection's next addJobs
-        self.checked: set = set()   # custom uids found free for its next addJobs
+        self.checked: dict = {}     # custom uid found free -> trusted until (monotonic ms)
         self.taken_stock: set = set()   # custom uids found taken
 
     # ------------------------------------------------------------- Sequential's handler

@@ -54,6 +54,8 @@ QUEUE_KINDS = frozenset(("stream", "scheduled", "completed", "failed", "lifo"))
 FLOOR_DIGITS = 18
 #: at most this many addJobs parsed behind the running one take their ids with it
 AHEAD_MAX = 1000
+#: ms a custom id found free stays trusted for the addJob parsed behind (then asked again)
+CHECKED_MS = 1000
 #: the functions that fetch before they run (the others run at once)
 PREPARED = frozenset((b"glidemq_addJob", b"glidemq_addFlow", b"glidemq_dedup",
                       b"glidemq_pause", b"glidemq_resume"))
@@ -253,7 +255,8 @@ def _add_job(sess, fn, keys: list, argv: list, first: tuple):
     if not visible_base(sess, base):
         return Error(NOPERM)
     uid = f"{base}:{custom}" if custom else None
-    if (sess.id_stock.get(base) if uid is None else uid in sess.checked):
+    if (sess.id_stock.get(base) if uid is None else
+            sess.checked.get(uid, 0) > sess.clock.monotonic_ms()):
         return _run_stocked(sess, fn, keys, argv, uid)
     st = sess.state
     wants: dict = {}          # base -> [auto ids, floor]
@@ -287,7 +290,8 @@ def _add_job(sess, fn, keys: list, argv: list, first: tuple):
 
     def then(res) -> None:
         sess.taken_stock |= res[0]
-        sess.checked.update(u for u in customs if u not in res[0])
+        until = sess.clock.monotonic_ms() + CHECKED_MS
+        sess.checked.update((u, until) for u in customs if u not in res[0])
         for b, last in zip(bases, res[1:]):
             n = wants[b][0]
             q = sess.id_stock.get(b)
@@ -325,8 +329,13 @@ def _run_stocked(sess, fn, keys: list, argv: list, uid: str | None):
     finally:
         sess.prepared = None
         if uid is not None:
-            sess.checked.discard(uid)
+            sess.checked.pop(uid, None)
             sess.taken_stock.discard(uid)
+        if sess.checked and not (sess.ahead() if sess.ahead is not None else ()):
+            # the pipeline is over: a custom id checked for a command that did not come
+            # (or failed before its id) is asked again next time, never trusted later
+            sess.checked.clear()
+            sess.taken_stock.clear()
 
 
 def _dedup_entry(keys: list, argv: list):
