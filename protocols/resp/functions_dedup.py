@@ -5,7 +5,8 @@ golden D01–D13; docs/glide-mq.md). The dedup hash is a dialect record per entr
 from __future__ import annotations
 
 from .encode import Error
-from .functions_jobs import JobArgs, Refused, _add, _fn, _num, _queue_key, _s, _ts_int
+from .functions_jobs import (JobArgs, Refused, _add, _fn, _num, _queue_key, _s, _ts_int,
+                             custom_taken)
 from .glide import DIALECT, state_of
 
 
@@ -50,7 +51,7 @@ def dedup(sess, keys, argv):
             elif view is not None:   # debounce
                 s = state_of(view)
                 if s in ("delayed", "prioritized"):
-                    if args.custom_id and port.find(f"{base}:{args.custom_id}") is not None:
+                    if args.custom_id and custom_taken(sess, f"{base}:{args.custom_id}"):
                         return "duplicate"
                     port.remove(view.id, DIALECT, event="remove")
                     st.add_event(base, ["event", "removed", "jobId", jid])

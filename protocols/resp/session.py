@@ -89,8 +89,9 @@ class Handler:
         self.counters = None    # while a read runs: {base: the shared id counter's value}
         self.ahead = None       # () -> the commands parsed behind the running one
         self.id_stock: dict = {}    # base -> ids taken for this connection's next addJobs
-        self.checked: dict = {}     # custom uid found free -> trusted until (monotonic ms)
-        self.taken_stock: set = set()   # custom uids found taken
+        self.planned: dict = {}     # id(command) -> command: addJobs a look-ahead planned
+        self.taken_stock: set = set()   # custom uids its round found taken
+        self.current = None     # shared mode: the command running
 
     # ------------------------------------------------------------- Sequential's handler
     def handle(self, item):
@@ -128,10 +129,12 @@ class Handler:
                                 f"({self.port.storage_down}); nothing was changed"),
                           self.proto)
         try:
-            if self.shared and not cmd.write:
-                r = prefetch(self, cmd, item[1:])
-                if r is WAIT:
-                    return WAIT
+            if self.shared:
+                self.current = item
+                if not cmd.write:
+                    r = prefetch(self, cmd, item[1:])
+                    if r is WAIT:
+                        return WAIT
             r = cmd.fn(self, item[1:])
         except AccessDenied:
             self.need_commit = False
@@ -201,7 +204,7 @@ from .encode import NullArray as NULL_ARRAY  # noqa: E402
 # the command modules register their handlers in commands.py's table when imported
 from . import connection_cmds, functions, keys, streams  # noqa: E402,F401
 from .functions import FUNCTION_NAMES  # noqa: E402
-from .shared import prefetch  # noqa: E402
+from .shared_reads import prefetch  # noqa: E402
 
 
 def connect(state, transport) -> Sequential:

@@ -11,22 +11,24 @@ and answers; the connection's later commands wait behind it, as behind a blockin
   numeric custom id above the counter moves it up, as glide-mq's INCR does. A counter a
   single-node server kept (its dialect record) is the floor. An id taken by a call that then
   creates nothing (its custom id is a duplicate, the node stops before its commit) is not
-  handed out again: ids can skip a number, which one Redis never does.
+  handed out again: ids can skip a number, which one Redis never does. A connection's
+  pipelined addJobs take their ids together (protocols/resp/shared_adds.py).
 - **Custom job ids** are checked against the database too (Port.uids_taken_global): a
   custom id any node stored answers `"duplicate"`. Two nodes given one new custom id at the
   same moment can both create it (as bunqueue's custom ids across nodes).
 - **Deduplication** (`glidemq_dedup`): the dedup entry is read as the database holds it (the
   last one any node stored: Port.dialect_record_global), and the job it names, when no node
   holds it, is brought here (Port.reach_jobs) so that a debounce can replace it; a job
-  another node holds is active (simple and debounce skip). Two nodes given one new dedup id
-  at the same moment can both add.
+  another node holds is active (simple and debounce skip). On one node, the dedup calls of
+  one dedup id run one after the other (GlideState.dedup_busy). Two nodes given one new
+  dedup id at the same moment can both add.
 - **Pause and resume** pause the queue on every node (Port.pause_global) before the reply.
 - **Key reads** (HGET, HGETALL, EXISTS, ... of `job:<id>`, `log:<id>`, `deps:<id>`; XLEN,
   ZCARD, ZRANGE, ... of `stream`, `scheduled`, `completed`, `failed`, `lifo`) read the
   database's rows of the jobs and queues they name beside this node's jobs: a job spilled
   to the database, or held by another node, reads as it was last committed. A queue-level
-  read reads at most QUEUE_ROWS_MAX rows of the queue. `GET <base>:id` reads the shared
-  counter.
+  read reads at most 100,000 rows of the queue. `GET <base>:id` reads the shared counter
+  (protocols/resp/shared_reads.py).
 - **Not across nodes** (each node's own): the `:events` stream, ordering keys' sequences,
   the `meta` and `dedup` hashes as keys read them, tryLock locks, and SCAN / KEYS / DBSIZE
   (which list the `id` key as this node knows it).
@@ -41,21 +43,11 @@ from collections import deque
 from core.api import AccessDenied
 
 from .encode import Error
-from .glide import parse_key, uid_of
+from .glide import parse_key
 
-#: at most this many rows of a queue a queue-level key read takes from the database
-QUEUE_ROWS_MAX = 100_000
-#: key kinds named with a job id, read by the job's uid
-JOB_KINDS = frozenset(("job", "log", "deps"))
-#: queue-level key kinds computed from the queue's jobs
-QUEUE_KINDS = frozenset(("stream", "scheduled", "completed", "failed", "lifo"))
 #: a numeric custom id of at most this many digits moves the shared counter up (a longer
 #: one is created but leaves the counter: the counter is a PostgreSQL bigint)
 FLOOR_DIGITS = 18
-#: at most this many addJobs parsed behind the running one take their ids with it
-AHEAD_MAX = 1000
-#: ms a custom id found free stays trusted for the addJob parsed behind (then asked again)
-CHECKED_MS = 1000
 #: the functions that fetch before they run (the others run at once)
 PREPARED = frozenset((b"glidemq_addJob", b"glidemq_addFlow", b"glidemq_dedup",
                       b"glidemq_pause", b"glidemq_resume"))
@@ -169,7 +161,7 @@ def run_function(sess, name: bytes, fn, keys: list, argv: list):
         return _pause(sess, name, fn, keys, argv)
     plan = _plan(name, keys, argv)
     if plan is not None and name == b"glidemq_addJob":
-        return _add_job(sess, fn, keys, argv, plan[0])
+        return add_job(sess, fn, keys, argv, plan[0])
     if plan is not None and name == b"glidemq_dedup":
         dedup = _dedup_entry(keys, argv)
         if dedup is False:
@@ -201,13 +193,25 @@ def run_function(sess, name: bytes, fn, keys: list, argv: list):
         if not visible_base(sess, base):
             return Error(NOPERM)
 
+    key = f"{dedup[0]}:{dedup[1]}" if dedup else None
+    busy = st.dedup_busy
+
+    def finish(reply) -> None:
+        sess.wake(reply)
+        if key is not None:   # the next dedup call of this id on this node may start
+            q = busy[key]
+            if q:
+                q.popleft()()
+            else:
+                del busy[key]
+
     def run(prep: Prepared) -> None:
         sess.prepared = prep
         try:
             reply = _call(sess, fn, keys, argv)
         finally:
             sess.prepared = None
-        sess.wake(reply)
+        finish(reply)
 
     def then(res) -> None:
         ids = {}
@@ -220,122 +224,39 @@ def run_function(sess, name: bytes, fn, keys: list, argv: list):
             return
         prep.record = rec = res[-1]
         uid = _entry_job(dedup, rec)
-        if uid is None or port.find(uid) is not None:
+        if uid is None or port.lookup(uid) is not None:
             run(prep)
             return
 
         def reached(where) -> None:   # last: nothing may commit between it and the run
             if isinstance(where, Exception):
-                sess.wake(_unavailable(where))
+                finish(_unavailable(where))
                 return
             prep.held = frozenset(where)
             run(prep)
         port.reach_jobs([uid], reached)
 
     from .session import WAIT
-    n = 1 + len(bases) + (dedup is not None)
-    g = _Gather(n, then, lambda e: sess.wake(_unavailable(e)))
+
+    def start() -> None:
+        n = 1 + len(bases) + (dedup is not None)
+        g = _Gather(n, then, lambda e: finish(_unavailable(e)))
+        port.uids_taken_global(customs, g.slot(0))
+        for i, base in enumerate(bases):
+            w, floor = wants[base]
+            port.count_up_global(f"glidemq:id:{base}", w, floor, g.slot(i + 1))
+        if dedup is not None:
+            port.dialect_record_global(f"glidemq:dedup:{key}", g.slot(n - 1))
     sess.preparing = True
-    port.uids_taken_global(customs, g.slot(0))
-    for i, base in enumerate(bases):
-        w, floor = wants[base]
-        port.count_up_global(f"glidemq:id:{base}", w, floor, g.slot(i + 1))
-    if dedup is not None:
-        port.dialect_record_global(f"glidemq:dedup:{dedup[0]}:{dedup[1]}", g.slot(n - 1))
+    if key is not None:
+        # one dedup call per dedup id at a time on this node: the next reads the entry the
+        # one before stored, and no two take in its job at once
+        if key in busy:
+            busy[key].append(start)
+            return WAIT
+        busy[key] = deque()
+    start()
     return WAIT
-
-
-def _add_job(sess, fn, keys: list, argv: list, first: tuple):
-    """glidemq_addJob in shared mode, `first` its (base, custom id): at once when this
-    connection holds an id for it (taken with an earlier call's) or checked its custom id;
-    else the ids of it and of the addJobs parsed behind it (at most AHEAD_MAX) are taken in
-    one batch and their custom ids checked together, so a pipeline of n addJobs waits for
-    the database once, not n times."""
-    base, custom = first
-    if not visible_base(sess, base):
-        return Error(NOPERM)
-    uid = f"{base}:{custom}" if custom else None
-    if (sess.id_stock.get(base) if uid is None else
-            sess.checked.get(uid, 0) > sess.clock.monotonic_ms()):
-        return _run_stocked(sess, fn, keys, argv, uid)
-    st = sess.state
-    wants: dict = {}          # base -> [auto ids, floor]
-    customs: list = []
-
-    def want(b: str, c: str) -> None:
-        w = wants.get(b)
-        if w is None:
-            w = wants[b] = [0, st.counter(b)]   # a single server's counter: the floor
-        if c:
-            customs.append(f"{b}:{c}")
-            if c.isdigit() and len(c) <= FLOOR_DIGITS:
-                w[1] = max(w[1], int(c))
-        else:
-            w[0] += 1
-    want(base, custom)
-    ahead = sess.ahead() if sess.ahead is not None else ()
-    for i, item in enumerate(ahead):
-        if i >= AHEAD_MAX:
-            break
-        if item.__class__ is not list or len(item) < 3 or item[0] != b"FCALL" \
-                or item[1] != b"glidemq_addJob":
-            continue
-        parsed = _split(item[2:])
-        if parsed is None:
-            continue
-        p = _plan(b"glidemq_addJob", *parsed)
-        if p is not None and visible_base(sess, p[0][0]):
-            want(*p[0])
-    bases = list(wants)
-
-    def then(res) -> None:
-        sess.taken_stock |= res[0]
-        until = sess.clock.monotonic_ms() + CHECKED_MS
-        sess.checked.update((u, until) for u in customs if u not in res[0])
-        for b, last in zip(bases, res[1:]):
-            n = wants[b][0]
-            q = sess.id_stock.get(b)
-            if q is None:
-                q = sess.id_stock[b] = deque()
-            q.extend(str(i) for i in range(last - n + 1, last + 1))
-        sess.wake(_run_stocked(sess, fn, keys, argv, uid))
-
-    from .session import WAIT
-    g = _Gather(1 + len(bases), then, lambda e: sess.wake(_unavailable(e)))
-    sess.preparing = True
-    sess.port.uids_taken_global(customs, g.slot(0))
-    for i, b in enumerate(bases):
-        n, floor = wants[b]
-        sess.port.count_up_global(f"glidemq:id:{b}", n, floor, g.slot(i + 1))
-    return WAIT
-
-
-def _split(args: list):
-    """FCALL's `numkeys keys... args...` -> (keys, argv), or None when malformed."""
-    try:
-        n = int(args[0])
-    except ValueError:
-        return None
-    if n < 0 or n > len(args) - 1:
-        return None
-    return args[1:1 + n], args[1 + n:]
-
-
-def _run_stocked(sess, fn, keys: list, argv: list, uid: str | None):
-    """Run addJob with this connection's stock of ids and checked custom ids; its reply."""
-    sess.prepared = Prepared(sess.id_stock, sess.taken_stock)
-    try:
-        return _call(sess, fn, keys, argv)
-    finally:
-        sess.prepared = None
-        if uid is not None:
-            sess.checked.pop(uid, None)
-            sess.taken_stock.discard(uid)
-        if sess.checked and not (sess.ahead() if sess.ahead is not None else ()):
-            # the pipeline is over: a custom id checked for a command that did not come
-            # (or failed before its id) is asked again next time, never trusted later
-            sess.checked.clear()
-            sess.taken_stock.clear()
 
 
 def _dedup_entry(keys: list, argv: list):
@@ -402,66 +323,13 @@ def _pause(sess, name: bytes, fn, keys: list, argv: list):
     return WAIT
 
 
-# ------------------------------------------------------------------ key reads
-def prefetch(sess, cmd, args: list):
-    """Before read command `cmd` (its arguments `args`) on a node in shared mode: None when
-    it names no job or queue key (it runs at once), else WAIT and the command runs once the
-    rows are read, its reply through `sess.wake`."""
-    uids = []
-    queues = []
-    counters = []
-    port = sess.port
-    for a in args:
-        if a.__class__ is not bytes or b":{" not in a:
-            continue
-        k = parse_key(a)
-        if k is None:
-            continue
-        if not visible_base(sess, k.base):
-            continue   # reads as missing, as on one server (keyview.visible)
-        if k.kind in JOB_KINDS and k.arg:
-            uid = uid_of(k.prefix, k.queue, k.arg)
-            if port.find(uid) is None and uid not in uids:
-                uids.append(uid)
-        elif k.kind in QUEUE_KINDS and k.arg is None and k.queue not in queues:
-            queues.append(k.queue)
-        elif k.kind == "id" and k.arg is None and k.base not in counters:
-            counters.append(k.base)
-    if not uids and not queues and not counters:
-        return None
-    from .session import WAIT
-
-    def then(res) -> None:
-        sess.remote = res[0] if uids else {}
-        rest = res[1:] if uids else res
-        sess.rows = dict(zip(queues, rest))
-        sess.counters = dict(zip(counters, rest[len(queues):]))
-        try:
-            reply = _call(sess, cmd.fn, args)
-        finally:
-            sess.remote = sess.rows = sess.counters = None
-        sess.wake(reply)
-    g = _Gather(len(queues) + len(counters) + (1 if uids else 0), then,
-                lambda e: sess.wake(_unavailable(e)))
-    sess.preparing = True
-    i = 0
-    if uids:
-        port.lookup_remote_many(uids, g.slot(0))
-        i = 1
-    for q in queues:
-        port.jobs_global(q, None, False, QUEUE_ROWS_MAX, g.slot(i))
-        i += 1
-    st = sess.state
-    for base in counters:   # the shared counter's value: n = 0 takes none
-        port.count_up_global(f"glidemq:id:{base}", 0, st.counter(base), g.slot(i))
-        i += 1
-    return WAIT
-
-
 def visible_base(sess, base: str) -> bool:
     """True when the connection may see the queue of `base` (`<prefix>:{<queue>}`)."""
     p = getattr(sess.port, "principal", None)
     return p is None or p.allows(base[base.find(":{") + 2:-1])
 
 
-__all__ = ["run_function", "next_id", "prefetch", "Prepared", "PREPARED", "QUEUE_ROWS_MAX"]
+__all__ = ["run_function", "next_id", "Prepared", "PREPARED", "visible_base"]
+
+
+from .shared_adds import add_job  # noqa: E402  (it uses the helpers above)

@@ -52,6 +52,8 @@ class GlideState:
         self.connections = 0          # open RESP connections (INFO clients)
         self.ops: dict = {}           # command (bytes; FCALL: the glidemq function) -> count
         self._id_keys: dict = {}      # base -> its counter's record key
+        self.dedup_busy: dict = {}    # shared mode: "<base>:<dedupId>" -> deque of waiting
+        #                               dedup calls (protocols/resp/shared.py)
 
     def operations(self) -> dict:
         """{command: times run} since start (protocols/contract.py; /metrics): Redis
