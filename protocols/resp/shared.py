@@ -151,6 +151,28 @@ def _plan(name: bytes, keys: list, argv: list):
     return out
 
 
+def numeric_floor(custom: str) -> int | None:
+    """The floor a numeric custom id puts under the counter (a bigint: at most FLOOR_DIGITS
+    digits), or None."""
+    return int(custom) if custom.isdigit() and len(custom) <= FLOOR_DIGITS else None
+
+
+def want(st, wants: dict, customs: list, base: str, custom: str) -> None:
+    """Add a new job of `base` with `custom` id (or "") to a fetch: `wants` {base: [auto ids,
+    floor]} (the floor starts at the counter a single server kept, GlideState `st`),
+    `customs` the custom uids to check."""
+    w = wants.get(base)
+    if w is None:
+        w = wants[base] = [0, st.counter(base)]
+    if custom:
+        customs.append(f"{base}:{custom}")
+        f = numeric_floor(custom)
+        if f is not None and f > w[1]:
+            w[1] = f
+    else:
+        w[0] += 1
+
+
 def run_function(sess, name: bytes, fn, keys: list, argv: list):
     """FCALL `name` on a node in shared mode: the reply at once (functions that need nothing
     from the database, malformed calls) or protocols.resp.streams.WAIT, the reply coming
@@ -177,17 +199,9 @@ def run_function(sess, name: bytes, fn, keys: list, argv: list):
     st = sess.state
     port = sess.port
     wants: dict = {}          # base -> [auto ids, floor]
-    customs = []
+    customs: list = []
     for base, custom in plan:
-        w = wants.get(base)
-        if w is None:
-            w = wants[base] = [0, st.counter(base)]   # a single server's counter: the floor
-        if custom:
-            customs.append(f"{base}:{custom}")
-            if custom.isdigit() and len(custom) <= FLOOR_DIGITS:
-                w[1] = max(w[1], int(custom))
-        else:
-            w[0] += 1
+        want(st, wants, customs, base, custom)
     bases = list(wants)
     for base in bases + ([dedup[0]] if dedup else []):
         if not visible_base(sess, base):

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections import deque
 
 from .encode import Error
-from .shared import (FLOOR_DIGITS, NOPERM, Prepared, _call, _Gather, _plan, _unavailable,
-                     visible_base)
+from .shared import (NOPERM, Prepared, _call, _Gather, _plan, _unavailable, numeric_floor,
+                     visible_base, want)
 
 #: at most this many addJobs parsed behind the running one take their ids with it
 AHEAD_MAX = 1000
@@ -42,18 +42,7 @@ def add_job(sess, fn, keys: list, argv: list, first: tuple):
     st = sess.state
     wants: dict = {}          # base -> [auto ids, floor]
     customs: list = []
-
-    def want(b: str, c: str) -> None:
-        w = wants.get(b)
-        if w is None:
-            w = wants[b] = [0, st.counter(b)]   # a single server's counter: the floor
-        if c:
-            customs.append(f"{b}:{c}")
-            if c.isdigit() and len(c) <= FLOOR_DIGITS:
-                w[1] = max(w[1], int(c))
-        else:
-            w[0] += 1
-    want(base, custom)
+    want(st, wants, customs, base, custom)
     plan = {}
     ahead = sess.ahead() if sess.ahead is not None else ()
     for i, nxt in enumerate(ahead):
@@ -68,10 +57,9 @@ def add_job(sess, fn, keys: list, argv: list, first: tuple):
         p = _plan(b"glidemq_addJob", *parsed)
         if p is None or not visible_base(sess, p[0][0]):
             continue
-        c = p[0][1]
-        if c.isdigit() and len(c) <= FLOOR_DIGITS:
+        if numeric_floor(p[0][1]) is not None:
             break   # it moves the counter: the ids behind it are taken after it, with it
-        want(*p[0])
+        want(st, wants, customs, *p[0])
         plan[id(nxt)] = nxt
     bases = list(wants)
 
