@@ -22,18 +22,10 @@ import time
 
 import hiredis
 import psycopg
+from glidemq_client import encode
 
 EXTRA = (0, "", "", 0)
 LIBRARY = "#!lua name=glidemq\n-- jobgate answers the glidemq functions natively\n"
-
-
-def command(*args) -> bytes:
-    """One command as a RESP array of bulk strings."""
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
 
 
 def main() -> None:
@@ -60,10 +52,10 @@ def main() -> None:
                 raise SystemExit(f"the server answered {r}")
             out.append(r)
         return out
-    sock.sendall(command("FUNCTION", "LOAD", "REPLACE", LIBRARY))
+    sock.sendall(encode("FUNCTION", "LOAD", "REPLACE", LIBRARY))
     replies(1)
     p = "glide:{txn}"
-    one = command("FCALL", "glidemq_addJob", 4, f"{p}:id", f"{p}:stream", f"{p}:scheduled",
+    one = encode("FCALL", "glidemq_addJob", 4, f"{p}:id", f"{p}:stream", f"{p}:scheduled",
                   f"{p}:events", "job", "x" * 100, "{}", int(time.time() * 1000), 0, 0, "", 0,
                   "", 0, 0, 0, 0, 0, 0, 0, "", *EXTRA)
     batch = one * a.pipeline

@@ -83,7 +83,7 @@ class Handler:
         # shared mode (protocols/resp/shared.py): a command waits for the database first
         self.shared = state.port.shared
         self.preparing = False  # such a command waits (its reply comes; never withdrawn)
-        self.prepared = None    # while a function runs: (ids by base, custom uids taken)
+        self.prepared = None    # while a function runs: a shared.Prepared
         self.remote = None      # while a read runs: {uid: JobView} of rows read
         self.rows = None        # while a read runs: {queue: [JobView]} of the queue's jobs
         self.counters = None    # while a read runs: {base: the shared id counter's value}

@@ -44,6 +44,7 @@ from core.api import AccessDenied
 
 from .encode import Error
 from .glide import parse_key
+from .keyview import visible
 
 #: a numeric custom id of at most this many digits moves the shared counter up (a longer
 #: one is created but leaves the counter: the counter is a PostgreSQL bigint)
@@ -102,11 +103,6 @@ class _Gather:
 
 
 # ------------------------------------------------------------------ ids of a function call
-def _id_key(raw: bytes):
-    k = parse_key(raw)
-    return k if k is not None and k.kind == "id" and k.arg is None else None
-
-
 class Prepared:
     """What a function call fetched from the database before it runs (`sess.prepared`):
     `ids` {base: deque of the ids it may hand out (str)}, `taken` (custom uids a row has),
@@ -125,7 +121,13 @@ class Prepared:
 def _plan(name: bytes, keys: list, argv: list):
     """What function `name` needs first: [(base, custom id)] of the jobs it may create, or
     None when its arguments are malformed (the function answers its error)."""
-    from .functions_jobs import _num
+    from .functions_jobs import Refused, _num, _queue_key
+
+    def _id_key(raw: bytes):   # the function's own parse (and its cache of keys)
+        try:
+            return _queue_key(raw, "id")
+        except Refused:
+            return None
     if name == b"glidemq_addJob" or name == b"glidemq_dedup":
         if name == b"glidemq_dedup":   # its dedup key, then addJob's keys and arguments
             keys, argv = keys[1:], argv[3:]
@@ -338,9 +340,8 @@ def _pause(sess, name: bytes, fn, keys: list, argv: list):
 
 
 def visible_base(sess, base: str) -> bool:
-    """True when the connection may see the queue of `base` (`<prefix>:{<queue>}`)."""
-    p = getattr(sess.port, "principal", None)
-    return p is None or p.allows(base[base.find(":{") + 2:-1])
+    """keyview.visible for the queue of `base` (`<prefix>:{<queue>}`)."""
+    return visible(sess, base[base.find(":{") + 2:-1])
 
 
 __all__ = ["run_function", "next_id", "Prepared", "PREPARED", "visible_base"]

@@ -8,7 +8,8 @@ then runs as on one server over that (protocols/resp/keyview.py reads `sess.remo
 from __future__ import annotations
 
 from .glide import parse_key, uid_of
-from .shared import _call, _Gather, _unavailable, visible_base
+from .keyview import visible
+from .shared import _call, _Gather, _unavailable
 
 #: at most this many rows of a queue a queue-level key read takes from the database
 QUEUE_ROWS_MAX = 100_000
@@ -32,7 +33,7 @@ def prefetch(sess, cmd, args: list):
         k = parse_key(a)
         if k is None:
             continue
-        if not visible_base(sess, k.base):
+        if not visible(sess, k.queue):
             continue   # reads as missing, as on one server (keyview.visible)
         if k.kind in JOB_KINDS and k.arg:
             uid = uid_of(k.prefix, k.queue, k.arg)
