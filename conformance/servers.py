@@ -84,6 +84,22 @@ def _ephemeral_range() -> tuple[int, int]:
         return 49152, 65535
 
 
+#: ports this process handed out lately (free_port never hands one out twice while it is here)
+_RECENT_MAX = 4096
+_recent: dict = {}
+
+
+def _slice() -> tuple[int, int]:
+    """(index, count): the share of the port range this process picks from. Under pytest-xdist
+    (PYTEST_XDIST_WORKER "gw<i>", PYTEST_XDIST_WORKER_COUNT n) worker i takes the ports p with
+    p % n == i, so that two workers never pick one port; else (0, 1)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if worker.startswith("gw") and worker[2:].isdigit() and count.isdigit() and int(count) > 1:
+        return int(worker[2:]) % int(count), int(count)
+    return 0, 1
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago, taken from outside the kernel's
     ephemeral range (ports 10000 and up, below it).
@@ -92,9 +108,11 @@ def free_port() -> int:
     the server binding it, any outgoing connection on the machine (a client, a database pool)
     may get it as its local port, and a readiness probe connecting to a port nobody listens on
     yet may connect to itself: the server then fails with "address already in use" (seen in
-    CI). Ports below the range are never handed out implicitly; a random pick checked by a
-    plain bind (which also refuses a port in TIME_WAIT) leaves only the rare pick of a port
-    another test chose in the same instant. Raises OSError when no port is free.
+    CI). Ports below the range are never handed out implicitly. A random pick is checked by a
+    plain bind (which also refuses a port in TIME_WAIT) and is never one this process handed
+    out among its last 4,096 picks: a test that picks several ports before its servers bind
+    them (a node's listeners) cannot get one twice (seen in CI). Parallel test workers pick
+    from disjoint slices of the range (_slice). Raises OSError when no port is free.
     """
     import random
     low, high = _ephemeral_range()
@@ -106,14 +124,21 @@ def free_port() -> int:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.bind((HOST, 0))
             return s.getsockname()[1]
-    for _ in range(200):
-        port = random.randrange(bottom, top)
+    index, count = _slice()
+    slots = (top - bottom - index) // count
+    for _ in range(400):
+        port = bottom + index + count * random.randrange(slots)
+        if port in _recent:
+            continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             try:
                 s.bind((HOST, port))
             except OSError:
                 continue
-            return port
+        _recent[port] = None
+        if len(_recent) > _RECENT_MAX:
+            del _recent[next(iter(_recent))]
+        return port
     raise OSError("no free TCP port found outside the ephemeral range")
 
 
