@@ -60,9 +60,15 @@ deps:
 	      libxerial-sqlite-jdbc-java libpostgresql-jdbc-java openssl redis-server chromium >/dev/null; \
 	  else echo "note: install beanstalkd, openssl, redis-server, chromium, libxerial-sqlite-jdbc-java and libpostgresql-jdbc-java (Debian) for the differential, TLS, glide-mq conformance, dashboard and pipeline tests"; fi; }
 
-## test: the whole test suite (PostgreSQL variants run when JOBGATE_TEST_PG_URL is set)
+## test: the whole test suite (PostgreSQL variants run when JOBGATE_TEST_PG_URL is set): on
+## TEST_WORKERS parallel pytest-xdist workers (a module's tests on one worker; `auto`: one per
+## core), then the tests marked `serial` alone; both parts run, and either failing fails it
+TEST_WORKERS ?= auto
 test: $(VENV)/.installed deps
-	$(PY) -m pytest -q
+	@status=0; \
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not serial" || status=$$?; \
+	$(PY) -m pytest -q -m serial || status=$$?; \
+	exit $$status
 
 ## bench: load benchmark against jobgate and beanstalkd (never part of the tests)
 bench: $(VENV)/.installed

@@ -30,6 +30,17 @@ PG_SKIP = ("PostgreSQL tests need JOBGATE_TEST_PG_URL "
            "(e.g. postgresql+psycopg://postgres@127.0.0.1:5432/test); .ci/run sets it")
 
 
+def pytest_collection_modifyitems(config, items):
+    """Groups for the parallel run (`make test`: pytest-xdist, `--dist loadgroup`): a test
+    module's tests run on one worker, so that its module-scoped servers start once; every test
+    that uses the session's SparkSession (`spark`) runs on one worker, so that one JVM starts.
+    Without xdist the marker means nothing."""
+    for item in items:
+        group = "spark" if "spark" in getattr(item, "fixturenames", ()) else \
+            item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture
 def sqlite_url(tmp_path):
     """A SQLite database file URL in a fresh temporary directory."""

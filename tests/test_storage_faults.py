@@ -403,6 +403,7 @@ def _pg_ctl(svc, action: str) -> None:
                    check=True, capture_output=True, timeout=60)
 
 
+@pytest.mark.serial   # every other test's PostgreSQL goes down with it: `make test` runs it alone
 def test_postgresql_service_stop_and_start(pg_url):
     """The local PostgreSQL itself is stopped (fast shutdown: every session terminated, then
     connections refused) and started again: jobgate refuses what needs a commit meanwhile,
