@@ -153,6 +153,28 @@ class SharedOps:
         single-node mode (callers check `shared`)."""
         self._engine.shared.counters.take(name, n, floor, callback)
 
+    def share_figures(self, name: str, fn) -> None:
+        """Shared mode: make `fn() -> {field: int}` this node's figures `name` (a dialect's
+        per-process counters, such as bunqueue's Metrics totals), which the node writes to
+        the database every second for the other nodes to read (core/shared_figures.py).
+        Nothing in single-node mode. Raises ValueError for a name with ':' or longer than
+        30 characters."""
+        sh = self._engine.shared
+        if sh is not None:
+            sh.figures.provide(name, fn)
+
+    def figures_of_other_nodes(self, name: str, callback) -> None:
+        """`callback(list)`: the figures `name` (share_figures) of every other live node, one
+        dict {field: int, ..., "at": wall ms when that node wrote them} each, at most a second
+        old (core/shared_figures.py); a node that stopped or has not written for 10 s is left
+        out. At once with [] in single-node mode; on a database error `callback` gets the
+        Exception."""
+        e = self._engine
+        if e.shared is None:
+            callback([])
+            return
+        e.shared.figures.others(name, e.clock.wall_ms(), callback)
+
     def uids_taken_global(self, uids: list, callback) -> None:
         """`callback(set)`: which of `uids` a new job may not take (uid_taken): on a single
         server at once; in shared mode also those a row of the database has, whichever node

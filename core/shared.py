@@ -34,6 +34,7 @@ from .shared_settings import SharedSettings
 from .shared_slots import SharedSlots
 from .shared_tokens import SharedTokens
 from .shared_counters import SharedCounters
+from .shared_figures import SharedFigures
 from .shared_results import RemoteWaits
 
 #: ids a node hands out from one block of sequence jobgate_job_ids (migration 0009)
@@ -74,6 +75,7 @@ class SharedNode:
         self.slots = SharedSlots(self)     # concurrency limits across nodes (shared_slots)
         self.tokens = SharedTokens(self)   # rate limits across nodes (shared_tokens)
         self.counters = SharedCounters(self)   # counters of every node (shared_counters)
+        self.figures = SharedFigures(self)     # dialects' figures of every node (shared_figures)
         self.block_end = 0            # the end (exclusive) of the current id block
         self.next_block = 0           # the start of the next block, 0 while not fetched
         self.asking_ids = False

@@ -33,6 +33,7 @@ from .shared import ID_BLOCK
 from .shared_duties import NODE_LOCK_CLASS, LeaderDuties
 from .shared_calls import CALLS_CHANNEL
 from .shared_events import EVENTS_CHANNEL, SUBS_CHANNEL
+from .shared_figures import delete_figures
 from .shared_settings import SETTINGS_CHANNEL
 from .shared_slots import SLOTS_CHANNEL
 from .shared_reads import DONE_CHANNEL, READY_CHANNEL, UID_SQL
@@ -178,7 +179,8 @@ class SharedStore(LeaderDuties, Store):
     def close(self) -> None:
         """Give back the rows this node holds without a reservation (taken for a command or a
         flow note whose answer the stopping node did not wait for: core/shared_flows.py) and
-        its concurrency slots (core/shared_slots.py), forget this node's commit mark row, and release the shared lock and connections.
+        its concurrency slots (core/shared_slots.py), forget this node's commit mark row and
+        its figures (core/shared_figures.py), and release the shared lock and connections.
         Its reservations come back after their deadline (the rescuer)."""
         if self._join_conn is not None:
             try:
@@ -189,6 +191,7 @@ class SharedStore(LeaderDuties, Store):
                     (self.node, READY_CHANNEL))
                 self._join_conn.exec_driver_sql("DELETE FROM jobgate_meta WHERE key = %s",
                                                 (self._seq_key,))
+                delete_figures(self._join_conn, self.number)   # core/shared_figures.py
                 # its concurrency slots (core/shared_slots.py): free for the other nodes now
                 self._join_conn.exec_driver_sql(
                     "WITH d AS (DELETE FROM queue_slots WHERE node = %s RETURNING queue) "

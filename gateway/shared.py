@@ -213,6 +213,7 @@ class SharedLink(LinkThreads):
                     self.relay.tick(self.clock.wall_ms())
                     self.calls.expire()
                     self.node.flows.tick()
+                    self.node.figures.tick(self.clock.wall_ms())   # core/shared_figures.py
                 except Exception:
                     log.exception("shared-mode timer callback failed")
                 if now - last_poll >= self.poll_ms:

@@ -21,10 +21,15 @@ _EXPORTS = {"FrameReader": ".codec", "Connection": ".connection", "connect": ".c
 
 def _state(port, options: dict, context):
     from .info import BunqueueInfo
-    return BunqueueInfo(port, options["auth_tokens"], options["rate_limit"],
+    info = BunqueueInfo(port, options["auth_tokens"], options["rate_limit"],
                         context.database_path, options["max_frame"],
                         options["pre_auth_max_frame"], options["auth_timeout_s"],
                         getattr(context, "access", None))
+    # the TCP listener's counters are the node's figures that Metrics and Stats add up over
+    # the nodes in shared mode (core/shared_figures.py); the HTTP API's BunqueueInfo keeps
+    # its own counters and reads these of the other nodes
+    port.share_figures("bunqueue", info.figures)
+    return info
 
 
 REGISTRATION = Registration(

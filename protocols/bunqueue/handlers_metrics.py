@@ -48,17 +48,28 @@ def _safe_index(v) -> bool:
 @command("Metrics")
 def metrics(sess, cmd: dict):
     """Server-wide counters; with `queue` or `type`, the queue's per-minute completed or
-    failed series ({ok, data: {meta, data, count}})."""
+    failed series ({ok, data: {meta, data, count}}). In shared mode the totals and
+    activeConnections add up every live node's (Port.figures_of_other_nodes, at most a
+    second old; `Storage unavailable` when the database fails); memory and file size, and
+    the per-queue series, are this node's (docs/mapping.md)."""
     if cmd.get("queue") is not None or cmd.get("type") is not None:
         return _queue_metrics(sess, cmd)
     info = sess.info
-    size = _db_bytes(info) or 0
-    return {"ok": True, "metrics": {
-        "totalPushed": num(info.total_pushed), "totalPulled": num(info.total_pulled),
-        "totalCompleted": num(info.total_completed), "totalFailed": num(info.failed_total()),
-        "avgLatencyMs": 0, "avgProcessingMs": 0,
-        "memoryUsageMb": js_num(_rss_bytes() / (1024 * 1024)),
-        "sqliteSizeMb": js_num(size / (1024 * 1024)), "activeConnections": info.connections}}
+
+    def answer(others):
+        t = info.figures()
+        for f in others:
+            for k in ("pushed", "pulled", "completed", "failed", "connections"):
+                t[k] += f.get(k, 0)
+        size = _db_bytes(info) or 0
+        return {"ok": True, "metrics": {
+            "totalPushed": num(t["pushed"]), "totalPulled": num(t["pulled"]),
+            "totalCompleted": num(t["completed"]), "totalFailed": num(t["failed"]),
+            "avgLatencyMs": 0, "avgProcessingMs": 0,
+            "memoryUsageMb": js_num(_rss_bytes() / (1024 * 1024)),
+            "sqliteSizeMb": js_num(size / (1024 * 1024)),
+            "activeConnections": t["connections"]}}
+    return _when(sess, lambda cb: sess.port.figures_of_other_nodes("bunqueue", cb), answer)
 
 
 def _queue_metrics(sess, cmd: dict):

@@ -386,19 +386,40 @@ def ping(sess, cmd: dict):
 
 @command("Stats")
 def stats(sess, cmd: dict):
-    """The server's job counts (in shared mode every node's: Port.stats_global) and this
-    process's counters (failed, uptime, rates: per node, as beanstalk's cmd-* are)."""
+    """The server's job counts and counters. In shared mode the counts span every node
+    (Port.stats_global), `failed` and the rates add up every live node's (each node's total
+    over its own uptime: Port.figures_of_other_nodes, at most a second old), `uptime` is this
+    node's (docs/mapping.md)."""
     info = sess.info
+    port = sess.port
 
-    def answer(st):
-        uptime_ms = sess.port.clock.monotonic_ms() - info.started
+    def start(cb):
+        def counted(st):
+            if isinstance(st, Exception):
+                cb(st)
+            else:
+                port.figures_of_other_nodes(
+                    "bunqueue", lambda f: cb(f if isinstance(f, Exception) else (st, f)))
+        port.stats_global(counted)
+
+    def answer(res):
+        st, others = res
+        uptime_ms = port.clock.monotonic_ms() - info.started
         secs = max(uptime_ms / 1000, 1e-3)
+        failed = info.failed_total()
+        push = info.total_pushed / secs
+        pull = info.total_pulled / secs
+        for f in others:
+            up = max((f.get("at", 0) - f.get("started", 0)) / 1000, 1e-3)
+            failed += f.get("failed", 0)
+            push += f.get("pushed", 0) / up
+            pull += f.get("pulled", 0) / up
         return {"ok": True, "stats": {
             "waiting": st.ready, "active": st.reserved, "delayed": st.delayed,
-            "dlq": st.buried, "completed": st.completed, "failed": info.failed_total(),
-            "uptime": num(uptime_ms), "pushPerSec": js_num(round(info.total_pushed / secs, 2)),
-            "pullPerSec": js_num(round(info.total_pulled / secs, 2))}}
-    return _when(sess, sess.port.stats_global, answer)
+            "dlq": st.buried, "completed": st.completed, "failed": failed,
+            "uptime": num(uptime_ms), "pushPerSec": js_num(round(push, 2)),
+            "pullPerSec": js_num(round(pull, 2))}}
+    return _when(sess, start, answer)
 
 
 @command("StorageStatus")

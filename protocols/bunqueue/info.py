@@ -74,6 +74,7 @@ class BunqueueInfo:
         self.subscribers: set = set()
         self.connections = 0
         self.started = self.port.clock.monotonic_ms()
+        self.started_wall = self.port.clock.wall_ms()   # the rates of Stats across nodes
         self.total_pushed = 0
         self.total_pulled = 0
         self.total_completed = 0
@@ -93,6 +94,14 @@ class BunqueueInfo:
     def operations(self) -> dict:
         """{command: times run} since start (protocols/contract.py; /metrics)."""
         return dict(self.ops)
+
+    def figures(self) -> dict:
+        """This process's counters that Metrics and Stats add up over the nodes in shared mode
+        (Port.share_figures): {pushed, pulled, completed, failed, connections, started (wall
+        ms of this server's start)}."""
+        return {"pushed": self.total_pushed, "pulled": self.total_pulled,
+                "completed": self.total_completed, "failed": self.failed_total(),
+                "connections": self.connections, "started": self.started_wall}
 
     def failed_total(self) -> int:
         """Jobs failed for good: by FAIL, and by the stall policy (lock expiries)."""

@@ -260,7 +260,7 @@ def build_app(state, hooks) -> web.Application:
         return ws
 
     async def stats(principal) -> dict:
-        m = (await run(principal, {"cmd": "Metrics"}))["metrics"]
+        m = (await run(principal, {"cmd": "Metrics"})).get("metrics")
         s = (await run(principal, {"cmd": "Stats"})).get("stats")
         sess = state.session(principal)
         t = {"waiting": 0, "prioritized": 0, "delayed": 0, "active": 0, "waiting-children": 0}
@@ -268,7 +268,7 @@ def build_app(state, hooks) -> web.Application:
         # every queue's counts: in shared mode every node's (read after the commands above)
         sess.port.job_counts_all_global(lambda x: fut.done() or fut.set_result(x))
         every = await fut
-        if isinstance(every, Exception) or s is None:
+        if isinstance(every, Exception) or s is None or m is None:
             return {"ok": False, "error": STORAGE_UNAVAILABLE}
         for jc in every.values():
             c = counts_of(jc)

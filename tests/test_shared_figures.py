@@ -1,0 +1,97 @@
+"""bunqueue's per-process counters across the nodes of one database (issue 19; docs/mapping.md
+"bunqueue counts across nodes", core/shared_figures.py): `Metrics` (totalPushed, totalPulled,
+totalCompleted, totalFailed, activeConnections) and `Stats` (failed, pushPerSec, pullPerSec)
+on one node add up every live node's, each node's at most a second old; a node that stops
+cleanly leaves the totals; a node silent for 10 s is left out. Real node processes on one fresh
+PostgreSQL database, real bunqueue sockets.
+
+Needs JOBGATE_TEST_PG_URL (skipped with a clear reason without it).
+"""
+from __future__ import annotations
+
+import time
+
+import psycopg
+from sqlalchemy.engine import make_url
+
+from core.shared_figures import STALE_MS, read_figures, write_figures
+
+from .bunqueue_support import BQ
+
+
+
+def _until(fn, what: str, timeout: float = 8.0):
+    """fn()'s first truthy result, polled (another node writes its figures every second)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = fn()
+        if r:
+            return r
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def _totals(q: BQ) -> tuple:
+    m = q.ok("Metrics")["metrics"]
+    return (m["totalPushed"], m["totalPulled"], m["totalCompleted"], m["totalFailed"])
+
+
+def test_metrics_and_stats_on_one_node_add_up_every_nodes_counters(nodes):
+    """b pushes 3 jobs, pulls 2, ACKs one and FAILs the other for good; a pushes 1. Metrics
+    and Stats on a (whose own counters are 1 push and nothing else) count b's too."""
+    a, b = nodes(2)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    for i in range(3):
+        qb.push("fg", {"i": i}, maxAttempts=1)
+    j1 = qb.pull("fg", owner="w", lockTtl=60_000)
+    j2 = qb.pull("fg", owner="w", lockTtl=60_000)
+    qb.ok("ACK", id=j1["job"]["id"], token=j1["token"])
+    qb.ok("FAIL", id=j2["job"]["id"], token=j2["token"], error="no")
+    qa.push("fa", {})
+    assert _until(lambda: _totals(qa) == (4, 2, 1, 1), "a's Metrics to count b's")
+    assert _until(lambda: _totals(qb) == (4, 2, 1, 1), "b's Metrics to count a's push")
+    m = qa.ok("Metrics")["metrics"]
+    assert m["activeConnections"] == 2       # qa on a, qb on b
+    st = qa.call("Stats")["stats"]
+    assert st["failed"] == 1
+    assert st["pullPerSec"] > 0              # a pulled nothing itself
+    assert st["pushPerSec"] > 0
+    assert (st["waiting"], st["completed"], st["dlq"]) == (2, 1, 1)
+
+
+def test_a_node_that_stops_cleanly_leaves_the_totals(nodes):
+    a, b = nodes(2)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    qb.push("fs", {})
+    qb.push("fs", {})
+    assert _until(lambda: _totals(qa)[0] == 2, "b's pushes on a")
+    qb.close()
+    b.stop()
+    assert _totals(qa)[0] == 0
+    assert qa.ok("Metrics")["metrics"]["activeConnections"] == 1
+
+
+def test_figures_older_than_the_staleness_bound_are_left_out(pg_url):
+    """read_figures on a migrated database: node 7 wrote 11 s ago (left out: gone without a
+    clean stop), node 8 just now, node 9 is the reader (its own come from its providers)."""
+    import sqlalchemy as sa
+
+    from migrations import upgrade
+    eng = sa.create_engine(pg_url, poolclass=sa.pool.NullPool)
+    upgrade(eng)
+    eng.dispose()
+    u = make_url(pg_url)
+    now = int(time.time() * 1000)
+    with psycopg.connect(host=u.host, port=u.port, user=u.username, dbname=u.database) as c:
+        write_figures(c, 7, {"bunqueue.pushed": 5}, now - STALE_MS - 1000)
+        write_figures(c, 8, {"bunqueue.pushed": 6, "bunqueue.failed": 2, "other.x": 1}, now)
+        write_figures(c, 9, {"bunqueue.pushed": 7}, now)
+        write_figures(c, 8, {"bunqueue.pushed": 9, "bunqueue.failed": 2, "other.x": 1}, now)
+        assert read_figures(c, 9, "bunqueue", now) == [{"pushed": 9, "failed": 2, "at": now}]
+        assert read_figures(c, 9, "other", now) == [{"x": 1, "at": now}]
+        assert read_figures(c, 9, "none", now) == []
+        assert read_figures(c, 8, "bunqueue", now) == [{"pushed": 7, "at": now}]
+        # beyond a bigint: clamped, not an error
+        write_figures(c, 8, {"bunqueue.pushed": 2 ** 70}, now)
+        assert read_figures(c, 9, "bunqueue", now)[0]["pushed"] == 2 ** 63 - 1
