@@ -92,7 +92,8 @@ _recent: dict = {}
 def _slice() -> tuple[int, int]:
     """(index, count): the share of the port range this process picks from. Under pytest-xdist
     (PYTEST_XDIST_WORKER "gw<i>", PYTEST_XDIST_WORKER_COUNT n) worker i takes the ports p with
-    p % n == i, so that two workers never pick one port; else (0, 1)."""
+    (p - bottom) % n == i (bottom: the range's first port), so that two workers never pick one
+    port; else (0, 1)."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     count = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
     if worker.startswith("gw") and worker[2:].isdigit() and count.isdigit() and int(count) > 1:
@@ -110,9 +111,10 @@ def free_port() -> int:
     yet may connect to itself: the server then fails with "address already in use" (seen in
     CI). Ports below the range are never handed out implicitly. A random pick is checked by a
     plain bind (which also refuses a port in TIME_WAIT) and is never one this process handed
-    out among its last 4,096 picks: a test that picks several ports before its servers bind
-    them (a node's listeners) cannot get one twice (seen in CI). Parallel test workers pick
-    from disjoint slices of the range (_slice). Raises OSError when no port is free.
+    out among its last picks (4,096, or half its slice when that is smaller): a test that
+    picks several ports before its servers bind them (a node's listeners) cannot get one
+    twice (seen in CI). Parallel test workers pick from disjoint slices of the range
+    (_slice). Raises OSError when no port is free.
     """
     import random
     low, high = _ephemeral_range()
@@ -126,6 +128,7 @@ def free_port() -> int:
             return s.getsockname()[1]
     index, count = _slice()
     slots = (top - bottom - index) // count
+    keep = max(1, min(_RECENT_MAX, slots // 2))   # the rest of the slice stays pickable
     for _ in range(400):
         port = bottom + index + count * random.randrange(slots)
         if port in _recent:
@@ -136,7 +139,7 @@ def free_port() -> int:
             except OSError:
                 continue
         _recent[port] = None
-        if len(_recent) > _RECENT_MAX:
+        while len(_recent) > keep:
             del _recent[next(iter(_recent))]
         return port
     raise OSError("no free TCP port found outside the ephemeral range")

@@ -157,11 +157,18 @@ class SharedOps:
         """Shared mode: make `fn() -> {field: int}` this node's figures `name` (a dialect's
         per-process counters, such as bunqueue's Metrics totals), which the node writes to
         the database every second for the other nodes to read (core/shared_figures.py).
-        Nothing in single-node mode. Raises ValueError for a name with ':' or longer than
-        30 characters."""
+        Several providers of one name add up (a field `started`, a wall ms, takes the
+        earliest). Nothing in single-node mode. Raises ValueError for a name with ':' or
+        longer than 30 characters."""
         sh = self._engine.shared
         if sh is not None:
             sh.figures.provide(name, fn)
+
+    def own_figures(self, name: str) -> dict | None:
+        """Shared mode: this node's figures `name` (share_figures), live, its providers' added
+        up; None in single-node mode or when nothing provides them."""
+        sh = self._engine.shared
+        return None if sh is None else sh.figures.own(name)
 
     def figures_of_other_nodes(self, name: str, callback) -> None:
         """`callback(list)`: the figures `name` (share_figures) of every other live node, one

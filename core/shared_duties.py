@@ -118,8 +118,8 @@ class LeaderDuties:
         `node` cleared, their queues notified, so that they are claimable again. A node is
         gone when its commit mark row (`commit_seq:<number>`, deleted when a node stops
         cleanly) stays while its liveness lock was free at GONE_ROUNDS rescue rounds in a
-        row; each gone node is released once per leader (a scan of the table: rare).
-        Returns how many rows."""
+        row; each gone node is released once per leader (a scan of the table: rare), and its
+        figures are deleted (core/shared_figures.py). Returns how many rows."""
         seen = self.gone_rounds
         done = self.released
         cur = conn.cursor()
@@ -147,6 +147,8 @@ class LeaderDuties:
                 f"SELECT count(*), count(pg_notify('{READY_CHANNEL}', queue)) "
                 "FILTER (WHERE state = 'ready') FROM u", (f"%:{num}",))
             n += cur.fetchone()[0]
+            # its figures (core/shared_figures.py): readers leave them out already (stale)
+            cur.execute("DELETE FROM jobgate_meta WHERE key LIKE %s", (f"fig:{num}:%",))
             conn.commit()
             done.add(num)
             seen.pop(num, None)

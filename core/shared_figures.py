@@ -3,7 +3,9 @@ counters a dialect keeps per process that its commands answer for all the nodes 
 as bunqueue's `Metrics` totals (totalPushed, totalPulled, totalCompleted, totalFailed,
 activeConnections) and `Stats`' failed total and push / pull rates.
 
-A dialect registers a provider (Port.share_figures(name, fn): `fn()` -> {field: int}). Every
+A dialect registers providers (Port.share_figures(name, fn): `fn()` -> {field: int}; several
+under one name add up: bunqueue's TCP listener and its HTTP API; a field `started` takes the
+earliest). Every
 FIGURES_MS a node writes its providers' values, in one statement, as rows of `jobgate_meta`
 (migration 0001's table: key varchar(64), value bigint) under `fig:<node number>:<name>.<field>`,
 with `fig:<node number>:at`, the wall ms of the write. A reader (Port.figures_of_other_nodes)
@@ -76,7 +78,7 @@ class SharedFigures:
 
     def __init__(self, node) -> None:
         self.node = node
-        self.providers: dict = {}    # name -> fn() -> {field: int}
+        self.providers: dict = {}    # name -> [fn() -> {field: int}]
         self.last = None             # wall ms of the last write started
         self.busy = False            # a write runs
         self.failures = 0            # writes that failed (stats, tests)
@@ -87,16 +89,29 @@ class SharedFigures:
         return int(self.node.node.rsplit(":", 1)[1])
 
     def provide(self, name: str, fn) -> None:
-        """Register `fn() -> {field: int}` as the figures `name`. Raises ValueError when a
-        key could be longer than jobgate_meta's 64 characters."""
-        if ":" in name or len(f"{PREFIX}{2 ** 31}:{name}.") > 48:
+        """Register `fn() -> {field: int}` among the figures `name` (fields of 16 characters
+        at most). Raises ValueError for a name with ':' or longer than 30 characters (a key
+        must fit jobgate_meta's 64)."""
+        if ":" in name or len(name) > 30:
             raise ValueError(f"figure name {name!r}: no ':' and at most 30 characters")
-        self.providers[name] = fn
+        self.providers.setdefault(name, []).append(fn)
 
-    def own(self, name: str) -> dict:
-        """This node's figures `name`, live (empty when nothing provides them)."""
-        fn = self.providers.get(name)
-        return dict(fn()) if fn is not None else {}
+    def own(self, name: str) -> dict | None:
+        """This node's figures `name`, live: its providers' added up (`started`: the
+        earliest); None when nothing provides them."""
+        fns = self.providers.get(name)
+        if not fns:
+            return None
+        out: dict = {}
+        for fn in fns:
+            for field, v in fn().items():
+                if field not in out:
+                    out[field] = v
+                elif field == "started":
+                    out[field] = min(out[field], v)
+                else:
+                    out[field] += v
+        return out
 
     def tick(self, now_ms: int) -> None:
         """Called by the node's timer (gateway/shared.py) with wall ms: write the figures when
@@ -105,9 +120,10 @@ class SharedFigures:
                 self.last is not None and now_ms - self.last < FIGURES_MS):
             return
         values = {}
-        for name, fn in self.providers.items():
-            for field, v in fn().items():
-                values[f"{name}.{field}"] = v
+        for name in self.providers:
+            for field, v in self.own(name).items():
+                if len(field) <= 16:   # a longer one would not fit the key
+                    values[f"{name}.{field}"] = v
         self.last = now_ms
         self.busy = True
         self.node.query(write_figures, (self.number, values, now_ms), self._written)

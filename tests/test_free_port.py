@@ -23,10 +23,12 @@ def test_picks_without_binding_are_all_distinct_and_outside_the_ephemeral_range(
 
 
 def test_a_port_in_use_is_not_picked():
-    # every port of the slice but a few is taken by a listener here: picks land on the rest
+    # 200 ports of this process's slice (only its own: another test worker may be about to
+    # bind a port of its slice) are taken by sockets here: no pick is one of them
+    index, count = servers._slice()
     held = []
     try:
-        for p in range(10000, 10200):
+        for p in range(10000 + index, 10000 + 200 * count, count):
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             try:
                 s.bind((HOST, p))
@@ -52,3 +54,16 @@ def test_parallel_workers_pick_from_disjoint_slices():
                              text=True, check=True, cwd=ROOT).stdout.strip()
         # port = 10000 + worker + 3k: one residue per worker, a different one for each
         assert out == str([(10000 + worker) % 3])
+
+
+def test_many_workers_keep_picking_after_their_slice_went_round():
+    """Worker gw0 of 16: its slice has about 1,400 ports; 4,000 picks never run out (the
+    recent picks it avoids are at most half its slice)."""
+    code = ("from conformance.servers import free_port\n"
+            "ps = [free_port() for _ in range(4000)]\n"
+            "print(len(ps), len(set(ps[-500:])))")
+    env = {"PYTEST_XDIST_WORKER": "gw0", "PYTEST_XDIST_WORKER_COUNT": "16",
+           "PYTHONPATH": ROOT, "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True, cwd=ROOT).stdout.split()
+    assert out == ["4000", "500"]

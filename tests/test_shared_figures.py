@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import time
 
+import httpx
 import psycopg
 from sqlalchemy.engine import make_url
 
 from core.shared_figures import STALE_MS, read_figures, write_figures
 
 from .bunqueue_support import BQ
+from .shared_support import rows
 
 
 
@@ -72,6 +74,24 @@ def test_a_node_that_stops_cleanly_leaves_the_totals(nodes):
     assert qa.ok("Metrics")["metrics"]["activeConnections"] == 1
 
 
+def test_a_killed_node_leaves_the_totals_and_its_rows_go(nodes):
+    """b is killed (no clean stop): a's Metrics leave b's pushes out once they are 10 s old,
+    and the leader deletes b's figure rows when it finds b gone (core/shared_duties.py
+    release_gone)."""
+    a, b = nodes(2)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    qb.push("fk", {})
+
+    def numbers() -> set:
+        return {k.split(":")[1] for (k,) in rows(
+            nodes.url, "SELECT key FROM jobgate_meta WHERE key LIKE %s", ("fig:%",))}
+    assert _until(lambda: _totals(qa)[0] == 1, "b's push on a")
+    assert len(numbers()) == 2
+    b.kill()
+    assert _until(lambda: _totals(qa)[0] == 0, "b's figures left out", timeout=20)
+    assert _until(lambda: len(numbers()) == 1, "b's figure rows deleted", timeout=20)
+
+
 def test_figures_older_than_the_staleness_bound_are_left_out(pg_url):
     """read_figures on a migrated database: node 7 wrote 11 s ago (left out: gone without a
     clean stop), node 8 just now, node 9 is the reader (its own come from its providers)."""
@@ -95,3 +115,31 @@ def test_figures_older_than_the_staleness_bound_are_left_out(pg_url):
         # beyond a bigint: clamped, not an error
         write_figures(c, 8, {"bunqueue.pushed": 2 ** 70}, now)
         assert read_figures(c, 9, "bunqueue", now)[0]["pushed"] == 2 ** 63 - 1
+
+
+def _http_stats(node) -> dict:
+    return httpx.get(f"http://127.0.0.1:{node.http_port}/stats", timeout=10).json()["stats"]
+
+
+def test_every_listener_of_every_node_counts_alike(nodes):
+    """a pushes 2 jobs over TCP, b 1 over TCP and 1 through its HTTP API: bunqueue Metrics
+    and the HTTP API's /stats agree on 4 pushes on both nodes (each node's TCP listener and
+    HTTP API count together, review of 5630da4); /stats' completePerSec is a rate of the
+    nodes' own uptimes (b completed one job: well below 1 per second, not 1 / 0.001)."""
+    a, b = nodes(2, http=True)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    qa.push("fh", {})
+    qa.push("fh", {})
+    qb.push("fh", {})
+    r = httpx.post(f"http://127.0.0.1:{b.http_port}/queues/fh/jobs", json={"data": {}},
+                   timeout=10)
+    assert r.json()["ok"] is True
+    j = qb.pull("fh", owner="w", lockTtl=60_000)
+    qb.ok("ACK", id=j["job"]["id"], token=j["token"])
+    for q in (qa, qb):
+        assert _until(lambda: _totals(q)[:3] == (4, 1, 1), "Metrics to count 4 pushes")
+    for node in (a, b):
+        assert _until(lambda: _http_stats(node)["totalPushed"] == 4, "/stats to count 4")
+        st = _http_stats(node)
+        assert (st["totalPulled"], st["totalCompleted"]) == (1, 1)
+        assert 0 < st["completePerSec"] < 1

@@ -25,9 +25,8 @@ def _state(port, options: dict, context):
                         context.database_path, options["max_frame"],
                         options["pre_auth_max_frame"], options["auth_timeout_s"],
                         getattr(context, "access", None))
-    # the TCP listener's counters are the node's figures that Metrics and Stats add up over
-    # the nodes in shared mode (core/shared_figures.py); the HTTP API's BunqueueInfo keeps
-    # its own counters and reads these of the other nodes
+    # shared mode: the counters that Metrics and Stats add up over the nodes (with the HTTP
+    # API's: protocols/http/state.py; core/shared_figures.py)
     port.share_figures("bunqueue", info.figures)
     return info
 

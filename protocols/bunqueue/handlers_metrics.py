@@ -45,22 +45,53 @@ def _safe_index(v) -> bool:
     return v.__class__ is int and 0 <= v <= _MAX_SAFE
 
 
+#: the counters that Metrics and Stats add up over the nodes, and those with a rate
+_TOTALS = ("pushed", "pulled", "completed", "failed", "connections")
+_RATED = ("pushed", "pulled", "completed", "failed")
+
+
+def node_totals(sess, callback) -> None:
+    """`callback((totals, rates))`: {pushed, pulled, completed, failed, connections} and their
+    rates per second ({pushed, pulled, completed, failed}: a total over the uptime). On a
+    single server they are this listener's counters (info.figures) over its monotonic
+    uptime, at once. In shared mode (docs/scaling.md "Figures of every node") this node's
+    listeners' counters together (Port.own_figures: TCP and HTTP) plus every other live
+    node's (Port.figures_of_other_nodes, at most a second old), each node's rate its total
+    over its own uptime, summed; on a database error `callback` gets the Exception."""
+    info = sess.info
+    port = sess.port
+    own = port.own_figures("bunqueue") or info.figures()
+    secs = max((port.clock.monotonic_ms() - info.started) / 1000, 1e-3)
+    totals = {k: own.get(k, 0) for k in _TOTALS}
+    rates = {k: own.get(k, 0) / secs for k in _RATED}
+
+    def got(others) -> None:
+        if isinstance(others, Exception):
+            callback(others)
+            return
+        for f in others:
+            up = max((f.get("at", 0) - f.get("started", 0)) / 1000, 1e-3)
+            for k in _TOTALS:
+                totals[k] += f.get(k, 0)
+            for k in _RATED:
+                rates[k] += f.get(k, 0) / up
+        callback((totals, rates))
+    port.figures_of_other_nodes("bunqueue", got)
+
+
 @command("Metrics")
 def metrics(sess, cmd: dict):
     """Server-wide counters; with `queue` or `type`, the queue's per-minute completed or
     failed series ({ok, data: {meta, data, count}}). In shared mode the totals and
-    activeConnections add up every live node's (Port.figures_of_other_nodes, at most a
-    second old; `Storage unavailable` when the database fails); memory and file size, and
-    the per-queue series, are this node's (docs/mapping.md)."""
+    activeConnections add up every live node's (node_totals; `Storage unavailable` when the
+    database fails); memory and file size, and the per-queue series, are this node's
+    (docs/mapping.md)."""
     if cmd.get("queue") is not None or cmd.get("type") is not None:
         return _queue_metrics(sess, cmd)
     info = sess.info
 
-    def answer(others):
-        t = info.figures()
-        for f in others:
-            for k in ("pushed", "pulled", "completed", "failed", "connections"):
-                t[k] += f.get(k, 0)
+    def answer(res):
+        t = res[0]
         size = _db_bytes(info) or 0
         return {"ok": True, "metrics": {
             "totalPushed": num(t["pushed"]), "totalPulled": num(t["pulled"]),
@@ -69,7 +100,34 @@ def metrics(sess, cmd: dict):
             "memoryUsageMb": js_num(_rss_bytes() / (1024 * 1024)),
             "sqliteSizeMb": js_num(size / (1024 * 1024)),
             "activeConnections": t["connections"]}}
-    return _when(sess, lambda cb: sess.port.figures_of_other_nodes("bunqueue", cb), answer)
+    return _when(sess, lambda cb: node_totals(sess, cb), answer)
+
+
+@command("Stats")
+def stats(sess, cmd: dict):
+    """The server's job counts and counters. In shared mode the counts span every node
+    (Port.stats_global), `failed` and the rates add up every live node's (node_totals),
+    `uptime` is this node's (docs/mapping.md)."""
+    info = sess.info
+    port = sess.port
+
+    def start(cb):
+        def counted(st):
+            if isinstance(st, Exception):
+                cb(st)
+            else:
+                node_totals(sess, lambda r: cb(r if isinstance(r, Exception) else (st, r)))
+        port.stats_global(counted)
+
+    def answer(res):
+        st, (totals, rates) = res
+        uptime_ms = port.clock.monotonic_ms() - info.started
+        return {"ok": True, "stats": {
+            "waiting": st.ready, "active": st.reserved, "delayed": st.delayed,
+            "dlq": st.buried, "completed": st.completed, "failed": totals["failed"],
+            "uptime": num(uptime_ms), "pushPerSec": js_num(round(rates["pushed"], 2)),
+            "pullPerSec": js_num(round(rates["pulled"], 2))}}
+    return _when(sess, start, answer)
 
 
 def _queue_metrics(sess, cmd: dict):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from core.api import BURIED, COMPLETED, DELAYED, READY, RESERVED, TIMED_OUT, JobView
 
-from .codec import UNDEFINED, js_num, num, splice_map
+from .codec import UNDEFINED, num, splice_map
 from .jobview import job_body, rank_priority, result_body, state_name
 from .options import number_error, queue_name
 from .registry import PENDING, STORAGE_UNAVAILABLE, Spliced, command, err
@@ -382,44 +382,6 @@ def get_logs(sess, cmd: dict):
 @command("Ping")
 def ping(sess, cmd: dict):
     return {"ok": True, "data": {"pong": True, "time": float(sess.port.clock.wall_ms())}}
-
-
-@command("Stats")
-def stats(sess, cmd: dict):
-    """The server's job counts and counters. In shared mode the counts span every node
-    (Port.stats_global), `failed` and the rates add up every live node's (each node's total
-    over its own uptime: Port.figures_of_other_nodes, at most a second old), `uptime` is this
-    node's (docs/mapping.md)."""
-    info = sess.info
-    port = sess.port
-
-    def start(cb):
-        def counted(st):
-            if isinstance(st, Exception):
-                cb(st)
-            else:
-                port.figures_of_other_nodes(
-                    "bunqueue", lambda f: cb(f if isinstance(f, Exception) else (st, f)))
-        port.stats_global(counted)
-
-    def answer(res):
-        st, others = res
-        uptime_ms = port.clock.monotonic_ms() - info.started
-        secs = max(uptime_ms / 1000, 1e-3)
-        failed = info.failed_total()
-        push = info.total_pushed / secs
-        pull = info.total_pulled / secs
-        for f in others:
-            up = max((f.get("at", 0) - f.get("started", 0)) / 1000, 1e-3)
-            failed += f.get("failed", 0)
-            push += f.get("pushed", 0) / up
-            pull += f.get("pulled", 0) / up
-        return {"ok": True, "stats": {
-            "waiting": st.ready, "active": st.reserved, "delayed": st.delayed,
-            "dlq": st.buried, "completed": st.completed, "failed": failed,
-            "uptime": num(uptime_ms), "pushPerSec": js_num(round(push, 2)),
-            "pullPerSec": js_num(round(pull, 2))}}
-    return _when(sess, start, answer)
 
 
 @command("StorageStatus")

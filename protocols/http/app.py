@@ -61,7 +61,7 @@ GLOBAL_WAIT_S = 5.0
 
 def build_app(state, hooks) -> web.Application:
     """The aiohttp Application of HttpState `state` (ServeHooks `hooks`)."""
-    from protocols.bunqueue.handlers_metrics import prometheus_text
+    from protocols.bunqueue.handlers_metrics import node_totals, prometheus_text
     from protocols.bunqueue.handlers_query import counts_of
     from protocols.bunqueue.registry import STORAGE_UNAVAILABLE
     from protocols.bunqueue.info import SPEAKS_VERSION
@@ -268,13 +268,18 @@ def build_app(state, hooks) -> web.Application:
         # every queue's counts: in shared mode every node's (read after the commands above)
         sess.port.job_counts_all_global(lambda x: fut.done() or fut.set_result(x))
         every = await fut
-        if isinstance(every, Exception) or s is None or m is None:
+        # the rates: in shared mode each node's total over its own uptime, added up
+        fut = asyncio.get_running_loop().create_future()
+        node_totals(sess, lambda x: fut.done() or fut.set_result(x))
+        totals = await fut
+        if isinstance(every, Exception) or isinstance(totals, Exception) or s is None \
+                or m is None:
             return {"ok": False, "error": STORAGE_UNAVAILABLE}
+        rates = totals[1]
         for jc in every.values():
             c = counts_of(jc)
             for k in t:
                 t[k] += c[k]
-        secs = max(s["uptime"] / 1000, 1e-3)
         return {"ok": True, "stats": {
             "waiting": t["waiting"], "prioritized": t["prioritized"], "delayed": t["delayed"],
             "active": t["active"], "dlq": s["dlq"], "completed": s["completed"],
@@ -283,8 +288,8 @@ def build_app(state, hooks) -> web.Application:
             "totalCompleted": m["totalCompleted"], "totalFailed": m["totalFailed"],
             "uptime": s["uptime"], "cronJobs": 0, "cronPending": 0,
             "pushPerSec": s["pushPerSec"], "pullPerSec": s["pullPerSec"],
-            "completePerSec": _rate(m["totalCompleted"], secs),
-            "failPerSec": _rate(m["totalFailed"], secs)},
+            "completePerSec": _rate(rates["completed"]),
+            "failPerSec": _rate(rates["failed"])},
             "memory": dict(_memory(), external=0, arrayBuffers=0), "collections": {}}
 
     app = web.Application(client_max_size=64 * 1024 * 1024)
@@ -295,8 +300,9 @@ def build_app(state, hooks) -> web.Application:
     return app
 
 
-def _rate(n: int, secs: float) -> float:
-    r = round(n / secs, 2)
+def _rate(per_s: float) -> float:
+    """A rate per second as the reference prints it: 2 decimals, an int when whole."""
+    r = round(per_s, 2)
     return int(r) if math.isclose(r, int(r)) else r
 
 
