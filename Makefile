@@ -61,9 +61,11 @@ deps:
 	  else echo "note: install beanstalkd, openssl, redis-server, chromium, libxerial-sqlite-jdbc-java and libpostgresql-jdbc-java (Debian) for the differential, TLS, glide-mq conformance, dashboard and pipeline tests"; fi; }
 
 ## test: the whole test suite (PostgreSQL variants run when JOBGATE_TEST_PG_URL is set): on
-## TEST_WORKERS parallel pytest-xdist workers (a module's tests on one worker; `auto`: one per
-## core), then the tests marked `serial` alone; both parts run, and either failing fails it
-TEST_WORKERS ?= auto
+## TEST_WORKERS parallel pytest-xdist workers (a module's tests on one worker; by default one
+## per core, at most 4: each shared-mode test holds up to a dozen PostgreSQL sessions, and
+## the server allows 100 by default), then the tests marked `serial` alone; both parts run,
+## and either failing fails it
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; echo $$n)
 test: $(VENV)/.installed deps
 	@status=0; \
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not serial" || status=$$?; \
