@@ -101,6 +101,23 @@ def _slice() -> tuple[int, int]:
     return 0, 1
 
 
+def _picking() -> tuple | None:
+    """(bottom, top, index, count, slots, keep): free_port picks the ports bottom + index +
+    count * k, k < slots, of [bottom, top) and avoids its last `keep` picks; None when the
+    kernel's ephemeral range leaves no 2,000 ports outside it."""
+    low, high = _ephemeral_range()
+    if low - 10000 >= 2000:
+        bottom, top = 10000, low
+    elif 65535 - high >= 2000:
+        bottom, top = high + 1, 65536
+    else:
+        return None
+    index, count = _slice()
+    slots = (top - bottom - index) // count
+    keep = max(1, min(_RECENT_MAX, slots // 2))   # the rest of the slice stays pickable
+    return bottom, top, index, count, slots, keep
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago, taken from outside the kernel's
     ephemeral range (ports 10000 and up, below it).
@@ -117,18 +134,12 @@ def free_port() -> int:
     (_slice). Raises OSError when no port is free.
     """
     import random
-    low, high = _ephemeral_range()
-    if low - 10000 >= 2000:
-        bottom, top = 10000, low
-    elif 65535 - high >= 2000:
-        bottom, top = high + 1, 65536
-    else:                                   # no room outside the range: the kernel's pick
+    picking = _picking()
+    if picking is None:                     # no room outside the range: the kernel's pick
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.bind((HOST, 0))
             return s.getsockname()[1]
-    index, count = _slice()
-    slots = (top - bottom - index) // count
-    keep = max(1, min(_RECENT_MAX, slots // 2))   # the rest of the slice stays pickable
+    bottom, _top, index, count, slots, keep = picking
     for _ in range(400):
         port = bottom + index + count * random.randrange(slots)
         if port in _recent:

@@ -98,13 +98,16 @@ class SharedFigures:
 
     def own(self, name: str) -> dict | None:
         """This node's figures `name`, live: its providers' added up (`started`: the
-        earliest); None when nothing provides them."""
+        earliest; a value that is not an int is left out); None when nothing provides
+        them."""
         fns = self.providers.get(name)
         if not fns:
             return None
         out: dict = {}
         for fn in fns:
             for field, v in fn().items():
+                if v.__class__ is not int:   # a bool, float, None: not a figure
+                    continue
                 if field not in out:
                     out[field] = v
                 elif field == "started":

@@ -62,6 +62,19 @@ def test_metrics_and_stats_on_one_node_add_up_every_nodes_counters(nodes):
     assert (st["waiting"], st["completed"], st["dlq"]) == (2, 1, 1)
 
 
+def test_a_stall_failure_counts_once(nodes):
+    """A job whose lock expires at its last attempt fails by the stall policy: the node's
+    Metrics count it once (the node's TCP listener and HTTP API both read the engine's stall
+    count; only the listener's figures carry it: review of b4f93b0)."""
+    (a,) = nodes(1)
+    q = BQ(a.bunqueue_port)
+    id = q.push("fst", {}, maxAttempts=1)
+    q.pull("fst", owner="w", lockTtl=200)
+    assert _until(lambda: q.state(id) == "failed", "the lock to expire")
+    assert _totals(q)[3] == 1
+    assert q.call("Stats")["stats"]["failed"] == 1
+
+
 def test_a_node_that_stops_cleanly_leaves_the_totals(nodes):
     a, b = nodes(2)
     qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
@@ -125,7 +138,8 @@ def test_every_listener_of_every_node_counts_alike(nodes):
     """a pushes 2 jobs over TCP, b 1 over TCP and 1 through its HTTP API: bunqueue Metrics
     and the HTTP API's /stats agree on 4 pushes on both nodes (each node's TCP listener and
     HTTP API count together, review of 5630da4); /stats' completePerSec is a rate of the
-    nodes' own uptimes (b completed one job: well below 1 per second, not 1 / 0.001)."""
+    nodes' own uptimes (b completed one job); a's activeConnections is its TCP client's only
+    (the HTTP API's sessions are per principal and stay: review of b4f93b0)."""
     a, b = nodes(2, http=True)
     qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
     qa.push("fh", {})
@@ -142,4 +156,7 @@ def test_every_listener_of_every_node_counts_alike(nodes):
         assert _until(lambda: _http_stats(node)["totalPushed"] == 4, "/stats to count 4")
         st = _http_stats(node)
         assert (st["totalPulled"], st["totalCompleted"]) == (1, 1)
-        assert 0 < st["completePerSec"] < 1
+        # 1 job over b's uptime (over 0.1 s when it wrote it), not over 0.001 s
+        assert 0 < st["completePerSec"] <= 10
+    assert _until(lambda: qa.ok("Metrics")["metrics"]["activeConnections"] == 2,
+                  "a's Metrics to count qa on a and qb on b only")
