@@ -63,14 +63,25 @@ def _du_bytes(path: str) -> int:
     return total
 
 
+#: what the copy of the checkout that `make serve-env` builds from leaves out
+_NOT_COPIED = shutil.ignore_patterns(".git", ".venv*", "__pycache__", "build", "*.egg-info",
+                                     "node_modules", ".hypothesis", ".pytest_cache", ".build",
+                                     "*.db", "*.db-*")
+
+
 @pytest.fixture(scope="module")
 def serve_env(tmp_path_factory):
-    """(venv path, a work directory outside the checkout) after `make serve-env`."""
+    """(venv path, a work directory outside the checkout) after `make serve-env`, run in a
+    copy of the checkout: in the checkout itself, pip's build walks a tree whose
+    __pycache__ files other test workers write meanwhile (`make test` runs in parallel: a
+    file gone between the walk and the copy failed the build in CI)."""
     if shutil.which("make") is None:
         pytest.skip("`make` is not installed (README's commands need it)")
     base = tmp_path_factory.mktemp("serve-env")
     venv = str(base / "venv")
-    r = subprocess.run(["make", "-C", ROOT, "serve-env", f"SERVE_VENV={venv}"],
+    src = str(base / "src")
+    shutil.copytree(ROOT, src, ignore=_NOT_COPIED, symlinks=True)
+    r = subprocess.run(["make", "-C", src, "serve-env", f"SERVE_VENV={venv}"],
                        env=_clean_env(), capture_output=True, timeout=900)
     assert r.returncode == 0, (r.stdout.decode(errors="replace")[-3000:]
                                + r.stderr.decode(errors="replace")[-3000:])

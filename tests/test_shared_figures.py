@@ -18,20 +18,9 @@ from sqlalchemy.engine import make_url
 from core.shared_figures import STALE_MS, read_figures, write_figures
 
 from .bunqueue_support import BQ
+from .server_support import wait_until
 from .shared_support import rows
 
-
-
-def _until(fn, what: str, timeout: float = 8.0):
-    """fn()'s first truthy result, polled (another node writes its figures every second)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        r = fn()
-        if r:
-            return r
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def _totals(q: BQ) -> tuple:
@@ -51,8 +40,9 @@ def test_metrics_and_stats_on_one_node_add_up_every_nodes_counters(nodes):
     qb.ok("ACK", id=j1["job"]["id"], token=j1["token"])
     qb.ok("FAIL", id=j2["job"]["id"], token=j2["token"], error="no")
     qa.push("fa", {})
-    assert _until(lambda: _totals(qa) == (4, 2, 1, 1), "a's Metrics to count b's")
-    assert _until(lambda: _totals(qb) == (4, 2, 1, 1), "b's Metrics to count a's push")
+    assert wait_until(lambda: _totals(qa) == (4, 2, 1, 1), 8, what="a's Metrics to count b's")
+    assert wait_until(lambda: _totals(qb) == (4, 2, 1, 1), 8,
+                      what="b's Metrics to count a's push")
     m = qa.ok("Metrics")["metrics"]
     assert m["activeConnections"] == 2       # qa on a, qb on b
     st = qa.call("Stats")["stats"]
@@ -70,7 +60,7 @@ def test_a_stall_failure_counts_once(nodes):
     q = BQ(a.bunqueue_port)
     id = q.push("fst", {}, maxAttempts=1)
     q.pull("fst", owner="w", lockTtl=200)
-    assert _until(lambda: q.state(id) == "failed", "the lock to expire")
+    assert wait_until(lambda: q.state(id) == "failed", 8, what="the lock to expire")
     assert _totals(q)[3] == 1
     assert q.call("Stats")["stats"]["failed"] == 1
 
@@ -80,7 +70,7 @@ def test_a_node_that_stops_cleanly_leaves_the_totals(nodes):
     qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
     qb.push("fs", {})
     qb.push("fs", {})
-    assert _until(lambda: _totals(qa)[0] == 2, "b's pushes on a")
+    assert wait_until(lambda: _totals(qa)[0] == 2, 8, what="b's pushes on a")
     qb.close()
     b.stop()
     assert _totals(qa)[0] == 0
@@ -98,11 +88,11 @@ def test_a_killed_node_leaves_the_totals_and_its_rows_go(nodes):
     def numbers() -> set:
         return {k.split(":")[1] for (k,) in rows(
             nodes.url, "SELECT key FROM jobgate_meta WHERE key LIKE %s", ("fig:%",))}
-    assert _until(lambda: _totals(qa)[0] == 1, "b's push on a")
+    assert wait_until(lambda: _totals(qa)[0] == 1, 8, what="b's push on a")
     assert len(numbers()) == 2
     b.kill()
-    assert _until(lambda: _totals(qa)[0] == 0, "b's figures left out", timeout=20)
-    assert _until(lambda: len(numbers()) == 1, "b's figure rows deleted", timeout=20)
+    assert wait_until(lambda: _totals(qa)[0] == 0, 20, what="b's figures left out")
+    assert wait_until(lambda: len(numbers()) == 1, 20, what="b's figure rows deleted")
 
 
 def test_figures_older_than_the_staleness_bound_are_left_out(pg_url):
@@ -151,12 +141,14 @@ def test_every_listener_of_every_node_counts_alike(nodes):
     j = qb.pull("fh", owner="w", lockTtl=60_000)
     qb.ok("ACK", id=j["job"]["id"], token=j["token"])
     for q in (qa, qb):
-        assert _until(lambda: _totals(q)[:3] == (4, 1, 1), "Metrics to count 4 pushes")
+        assert wait_until(lambda: _totals(q)[:3] == (4, 1, 1), 8,
+                          what="Metrics to count 4 pushes")
     for node in (a, b):
-        assert _until(lambda: _http_stats(node)["totalPushed"] == 4, "/stats to count 4")
+        assert wait_until(lambda: _http_stats(node)["totalPushed"] == 4, 8,
+                          what="/stats to count 4")
         st = _http_stats(node)
         assert (st["totalPulled"], st["totalCompleted"]) == (1, 1)
         # 1 job over b's uptime (over 0.1 s when it wrote it), not over 0.001 s
         assert 0 < st["completePerSec"] <= 10
-    assert _until(lambda: qa.ok("Metrics")["metrics"]["activeConnections"] == 2,
-                  "a's Metrics to count qa on a and qb on b only")
+    assert wait_until(lambda: qa.ok("Metrics")["metrics"]["activeConnections"] == 2, 8,
+                      what="a's Metrics to count qa on a and qb on b only")
