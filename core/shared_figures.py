@@ -1,4 +1,4 @@
-"""Figures of every node (shared mode, issue 19; docs/scaling.md "Figures across nodes"): the
+"""Figures of every node (shared mode, issue 19; docs/scaling.md "Figures of every node"): the
 counters a dialect keeps per process that its commands answer for all the nodes together, such
 as bunqueue's `Metrics` totals (totalPushed, totalPulled, totalCompleted, totalFailed,
 activeConnections) and `Stats`' failed total and push / pull rates.
