@@ -76,7 +76,7 @@ PASS = ("clock", "persistence", "restore", "tick", "next_due", "set_wakeup", "se
         "dialect_records", "dialect_record", "set_dialect_record", "dialect_record_global",
         "feed_stats", "shared",
         "share", "stats_global", "end_pauses", "serve_forwarded", "uids_taken_global",
-        "reach_jobs", "reach_ids", "wait_for", "count_up_global",
+        "reach_jobs", "reach_ids", "wait_for", "count_up_global", "counter_global",
         # server-wide counters, as stats (core/shared_figures.py)
         "share_figures", "own_figures", "figures_of_other_nodes")
 

@@ -153,6 +153,13 @@ class SharedOps:
         single-node mode (callers check `shared`)."""
         self._engine.shared.counters.take(name, n, floor, callback)
 
+    def counter_global(self, name: str, floor: int, callback) -> None:
+        """Shared mode: `callback(value)` later, the value of the counter `name` every node
+        shares (count_up_global), at least `floor`, read without writing (after this node's
+        takes so far); or the Exception the database raised. Raises AttributeError in
+        single-node mode."""
+        self._engine.shared.counters.read(name, floor, callback)
+
     def share_figures(self, name: str, fn) -> None:
         """Shared mode: make `fn() -> {field: int}` this node's figures `name` (a dialect's
         per-process counters, such as bunqueue's Metrics totals), which the node writes to

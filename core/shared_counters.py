@@ -49,6 +49,16 @@ def count_up(conn, wants: dict) -> dict:
     return _run(conn, go)
 
 
+def read_counter(conn, name: str, floor: int) -> int:
+    """The value of counter `name` as the database holds it, at least `floor` (what count_up
+    with n = 0 would answer), without writing: a counter no node moved yet reads `floor`."""
+    def go(cur):
+        cur.execute("SELECT value FROM jobgate_meta WHERE key = %s", (counter_key(name),))
+        row = cur.fetchone()
+        return max(row[0] if row else 0, floor)
+    return _run(conn, go)
+
+
 class SharedCounters:
     """A node's counter requests (core.shared.SharedNode.counters), batched as the module
     docstring says."""
@@ -56,6 +66,7 @@ class SharedCounters:
     def __init__(self, node) -> None:
         self.node = node
         self._waiting: list = []     # (name, n, floor, callback) not yet sent
+        self._reads: list = []       # (name, floor, callback) waiting for the takes in flight
         self._busy = False
 
     def take(self, name: str, n: int, floor: int, callback) -> None:
@@ -78,6 +89,9 @@ class SharedCounters:
             self._busy = False
             if self._waiting:
                 self._send()
+            reads, self._reads = self._reads, []
+            for name, floor, cb in reads:   # queued behind the takes just sent, if any
+                self.node.query(read_counter, (name, floor), cb)
             if isinstance(res, Exception):
                 for *_x, cb in batch:
                     cb(res)
@@ -95,5 +109,14 @@ class SharedCounters:
                     raise err
         self.node.query(count_up, (wants,), done)
 
+    def read(self, name: str, floor: int, callback) -> None:
+        """`callback(value)` later: counter `name`'s value, at least `floor` (read_counter,
+        no write), after the takes this node sent or queued so far (it waits behind them),
+        or the exception the database raised."""
+        if self._busy:   # takes in flight (and maybe waiting): read after them
+            self._reads.append((name, floor, callback))
+            return
+        self.node.query(read_counter, (name, floor), callback)
 
-__all__ = ["SharedCounters", "count_up", "counter_key"]
+
+__all__ = ["SharedCounters", "count_up", "counter_key", "read_counter"]

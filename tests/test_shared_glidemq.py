@@ -142,6 +142,26 @@ def test_reads_see_every_node(nodes):
     r.close()
 
 
+def test_the_id_key_reads_the_counter_without_writing_it(nodes):
+    """GET of a queue's id key on a shared node reads the shared counter and writes nothing:
+    a queue no node added to reads nil and leaves no counter row (it upserted one, n = 0,
+    before); after addJobs on b it reads b's last id on a, in a pipeline right behind an
+    addJob on a too."""
+    a, b = nodes(2, glide=True)
+    ca, cb = _conn(a), _conn(b)
+    assert ca.call("GET", "glide:{fresh}:id") is None
+    assert rows(nodes.url, "SELECT key FROM jobgate_meta WHERE key LIKE 'ctr:%%'") == []
+    for _ in range(3):
+        cb.add_job("cq")
+    assert ca.call("GET", "glide:{cq}:id") == b"3"
+    assert len(rows(nodes.url, "SELECT key FROM jobgate_meta WHERE key LIKE 'ctr:%%'")) == 1
+    # pipelined: the read waits for the take of the addJob before it
+    keys = job_keys("cq")
+    ca.send(["FCALL", "glidemq_addJob", len(keys), *keys, *add_job_args()],
+            ["GET", "glide:{cq}:id"])
+    assert ca.reply() == b"4" and ca.reply() == b"4"
+
+
 def test_pause_and_resume_on_every_node(nodes):
     """glidemq_pause through a holds a beanstalk worker on b back; resume through b lets a
     worker on a take the job."""

@@ -68,8 +68,8 @@ def prefetch(sess, cmd, args: list):
         port.jobs_global(q, None, False, QUEUE_ROWS_MAX, g.slot(i))
         i += 1
     st = sess.state
-    for base in counters:   # the shared counter's value: n = 0 takes none
-        port.count_up_global(f"glidemq:id:{base}", 0, st.counter(base), g.slot(i))
+    for base in counters:   # the shared counter's value, read without a write
+        port.counter_global(f"glidemq:id:{base}", st.counter(base), g.slot(i))
         i += 1
     return WAIT
 
