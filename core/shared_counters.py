@@ -15,6 +15,10 @@ requests that come meanwhile wait and go together in the next (one statement per
 name however many requests it has). Values are taken at once and never given back: a request
 whose job is never created (the node stops before its commit, the client goes) leaves a gap.
 
+A read (`read_counter`, `SharedCounters.read`: glide-mq's `GET glide:{Q}:id`) is a plain
+SELECT of the row, at least the caller's floor, sent after the takes this node asked for
+before it: those in flight run first on the claim thread, those still waiting are sent first.
+
 Units: none. Errors: the driver's (psycopg.Error), after a rollback; a request's callback then
 gets the exception.
 """
@@ -66,7 +70,7 @@ class SharedCounters:
     def __init__(self, node) -> None:
         self.node = node
         self._waiting: list = []     # (name, n, floor, callback) not yet sent
-        self._reads: list = []       # (name, floor, callback) waiting for the takes in flight
+        self._reads: list = []       # (name, floor, callback) waiting for takes not yet sent
         self._busy = False
 
     def take(self, name: str, n: int, floor: int, callback) -> None:
@@ -92,30 +96,30 @@ class SharedCounters:
             reads, self._reads = self._reads, []
             for name, floor, cb in reads:   # queued behind the takes just sent, if any
                 self.node.query(read_counter, (name, floor), cb)
-            if isinstance(res, Exception):
-                for *_x, cb in batch:
-                    cb(res)
-            else:
-                # the batch's values of a name, (new - total, new], in request order
-                nxt = {name: res[name] - t for name, (t, _f) in wants.items()}
-                err = None
-                for name, n, _f, cb in batch:
-                    nxt[name] += n
-                    try:   # one failing caller does not leave the others waiting
+            # the batch's values of a name, (new - total, new], in request order
+            nxt = None if isinstance(res, Exception) else {
+                name: res[name] - t for name, (t, _f) in wants.items()}
+            err = None
+            for name, n, _f, cb in batch:
+                try:   # one failing caller does not leave the others waiting
+                    if nxt is None:
+                        cb(res)
+                    else:
+                        nxt[name] += n
                         cb(nxt[name])
-                    except Exception as e:
-                        err = err or e
-                if err is not None:
-                    raise err
+                except Exception as e:
+                    err = err or e
+            if err is not None:
+                raise err
         self.node.query(count_up, (wants,), done)
 
     def read(self, name: str, floor: int, callback) -> None:
         """`callback(value)` later: counter `name`'s value, at least `floor` (read_counter,
         no write), after the takes this node sent or queued so far (it waits behind them),
         or the exception the database raised."""
-        if self._busy:   # takes in flight (and maybe waiting): read after them
+        if self._waiting:   # takes not sent yet (one batch in flight): read after them
             self._reads.append((name, floor, callback))
-            return
+            return   # (a take in flight runs before this read: the claim thread is FIFO)
         self.node.query(read_counter, (name, floor), callback)
 
 
