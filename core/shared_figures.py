@@ -85,8 +85,8 @@ class SharedFigures:
 
     @property
     def number(self) -> int:
-        """This node's number (the last part of its name, core.shared_store)."""
-        return int(self.node.node.rsplit(":", 1)[1])
+        """This node's number (core.shared_store's, kept by the gateway in `calls.number`)."""
+        return self.node.calls.number
 
     def provide(self, name: str, fn) -> None:
         """Register `fn() -> {field: int}` among the figures `name` (fields of 16 characters

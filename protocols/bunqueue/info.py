@@ -95,21 +95,20 @@ class BunqueueInfo:
         """{command: times run} since start (protocols/contract.py; /metrics)."""
         return dict(self.ops)
 
-    def figures(self) -> dict:
+    def figures(self, node_wide: bool = True) -> dict:
         """This process's counters that Metrics and Stats add up over the nodes in shared mode
         (Port.share_figures): {pushed, pulled, completed, failed, connections, started (wall
-        ms of this server's start)}; `failed` counts the engine's stall failures too."""
-        return {"pushed": self.total_pushed, "pulled": self.total_pulled,
-                "completed": self.total_completed, "failed": self.failed_total(),
-                "connections": self.connections, "started": self.started_wall}
-
-    def api_figures(self) -> dict:
-        """figures() of a second BunqueueInfo of the node (the HTTP API's): its own pushes,
-        pulls, completions and FAILs only; the engine's stall failures and the connections
-        are the TCP listener's (its sessions are kept per principal, not per connection)."""
-        return {"pushed": self.total_pushed, "pulled": self.total_pulled,
-                "completed": self.total_completed, "failed": self.total_failed,
-                "started": self.started_wall}
+        ms of this server's start)}; `failed` counts the engine's stall failures too. With
+        `node_wide` False (a second BunqueueInfo of the node: the HTTP API's) its own FAILs
+        only and no `connections`: the stall failures and the connections are the TCP
+        listener's (the API's sessions are kept per principal, not per connection)."""
+        out = {"pushed": self.total_pushed, "pulled": self.total_pulled,
+               "completed": self.total_completed, "failed": self.total_failed,
+               "started": self.started_wall}
+        if node_wide:
+            out["failed"] = self.failed_total()
+            out["connections"] = self.connections
+        return out
 
     def failed_total(self) -> int:
         """Jobs failed for good: by FAIL, and by the stall policy (lock expiries)."""

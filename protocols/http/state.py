@@ -80,7 +80,7 @@ class HttpState:
         self.info = BunqueueInfo(port, (), 0, getattr(context, "database_path", None),
                                  access=self.access)
         # shared mode: this API's counters count among the node's (core/shared_figures.py)
-        port.share_figures("bunqueue", self.info.api_figures)
+        port.share_figures("bunqueue", lambda: self.info.figures(node_wide=False))
         self.sessions: dict = {}
         self.waiting: set = set()        # reqIds of commands that answer later
         #: on_late(reqId, reply dict, need_commit): set by the HTTP server (app.py)
