@@ -81,7 +81,7 @@ def _push_one(sess, queue: str, opts: dict, prefix: str = "", encoded=None):
     key = opts.get("uniqueKey")
     if key is not None:
         held = e.dedup(queue, key)
-        if held is None and sess.keys_elsewhere:   # held on another node (forward.py)
+        if held is None and sess.keys_elsewhere:   # held on another node (push_checks.py)
             held = sess.keys_elsewhere.get((queue, key))
         if held is not None:
             return held

@@ -1,8 +1,8 @@
-"""Flows: PUSHF, GetChildrenValues, UpdateParent, GetFailedChildrenValues,
-GetIgnoredChildrenFailures, RemoveChildDependency, RemoveUnprocessedChildren and
-MoveToWaitingChildren (bunqueue 2.9.5: server/handlers/flow.js, query.js, advanced/jobs.js,
-advanced/dependencies.js, introspection.js and the queue-manager code they call; replies as the
-real server gives them, docs/bunqueue.md "Flows (issue 16)").
+"""Flows: PUSHF, GetChildrenValues, GetFailedChildrenValues, GetIgnoredChildrenFailures
+and a PUSH's link to a parent (bunqueue 2.9.5: server/handlers/flow.js, query.js,
+introspection.js and the queue-manager code they call; replies as the real server gives
+them, docs/bunqueue.md "Flows (issue 16)"). The commands that link or unlink existing jobs
+are in handlers_links.py.
 
 A flow is canonical (core/flows.py, docs/mapping.md "Flows (issue 16)"): a parent's extras
 name the children it waits for (``deps``), so no dialect gets the parent before its children
@@ -11,17 +11,15 @@ four failure flags onto one ``parentPolicy``.
 """
 from __future__ import annotations
 
-from core.api import BURIED, COMPLETED, DELAYED, READY, RESERVED
+from core.api import COMPLETED, DELAYED, READY
 
 from . import flow_check
-from .flow_check import _js
 from .codec import map_header, pack, pack_value, unpack_value
 from .info import DEFAULT_LOCK_TTL_MS
 from .jobview import DEFAULT_MAX_ATTEMPTS, POLICY_FLAGS, job_body, result_body
 from .options import build_ext, encode_data
-from .handlers_outcome import _active
 from .handlers_query import _or_remote, find
-from .registry import PENDING, Spliced, command, err, ok_empty
+from .registry import PENDING, Spliced, command, err
 
 _FLAG_POLICY = {v: k for k, v in POLICY_FLAGS.items()}
 
@@ -129,7 +127,7 @@ def push_flow(sess, cmd: dict):
         return err(msg)
     e = sess.port
     for j in jobs:   # assertIdsAvailable: live jobs (completed or failed included; shared
-        # mode: any node's, forward.py)
+        # mode: any node's, push_checks.py)
         if e.find(j["id"]) is not None or j["id"] in sess.taken_elsewhere:
             return err(f"Flow job {j['id']} already exists")
     waits = _waiters(jobs) if e.shared else {}
@@ -274,124 +272,3 @@ def _data_with(sess, job, set_: dict, drop=()) -> None:
     for k in drop:
         data.pop(k, None)
     sess.port.replace_payload(job.id, pack(data), 1)
-
-
-def _owner_of(job):
-    ext = job.ext or {}
-    owner = ext.get("parentId")
-    if owner is None and job.fmt == 1:
-        data = unpack_value(job.payload, 1)
-        if data.__class__ is dict and data.get("__parentId") is not None:
-            owner = str(data["__parentId"])
-    return owner
-
-
-@command("UpdateParent", mutating=True)
-def update_parent(sess, cmd: dict):
-    """Link child `childId` to parent `parentId` (queries.js updateJobParent): the parent
-    then waits for the child too, unless it has completed."""
-    cid, pid = cmd.get("childId"), cmd.get("parentId")
-    if cid == pid:
-        return err("A flow job cannot be its own parent")
-    e = sess.port
-    child = find(sess, cid)
-    parent = find(sess, pid)
-    if child is None:
-        if parent is not None and str(cid) in _children(parent):
-            return ok_empty()   # a declared child already gone
-        return err(f"Child job not found: {_js(cid)}")
-    if parent is None:
-        return err(f"Parent job not found: {_js(pid)}")
-    owner = _owner_of(child)
-    if owner is not None and owner != "pending" and owner != parent.uid:
-        return err(f"Child job {child.uid} already belongs to parent {owner}")
-    kids = _children(parent)
-    link = {"__parentId": parent.uid, "__parentQueue": parent.queue}
-    if child.uid not in kids:
-        if not _waiting(parent):
-            return err(f"Parent job {parent.uid} is not linkable")
-        fields = _link_fields(sess, parent, kids + [child.uid], child.uid)
-        kids.append(child.uid)
-        if child.state is COMPLETED:
-            fields.pop("timeline", None)   # nothing to wait for (parentLink.js childFinished)
-        e.add_dependencies(parent.id, [child.uid], "bunqueue", fields)
-        _data_with(sess, parent, {"__childrenIds": kids})
-    e.update_extras(child.id, {"parentId": parent.uid})
-    _data_with(sess, child, link)
-    child = e.job(child.id)
-    if child.state is BURIED and child.result is not None and child.ext.get("parentPolicy"):
-        e.apply_child_failure(child.id)
-    return ok_empty()
-
-
-@command("RemoveChildDependency", mutating=True)
-def remove_child_dependency(sess, cmd: dict):
-    """{ok, removed}: the parent of child `id` stops waiting for it and the link is undone
-    (dependencies.js removeChildDependency); removed false when either is not waiting."""
-    cid = cmd.get("id")
-    child = find(sess, cid)
-    if child is None:
-        return err(f"Job not found: {_js(cid)}")
-    pid = (child.ext or {}).get("parentId")
-    if pid is None:
-        return err(f"Job {_js(cid)} has no parent")
-    e = sess.port
-    parent = e.lookup(pid)
-    if parent is None or not _waiting(parent) or child.state not in (READY, DELAYED, RESERVED):
-        return {"ok": True, "removed": False}
-    pext = parent.ext or {}
-    if not parent.blocked or child.uid not in (pext.get("dependsOn") or ()):
-        return {"ok": True, "removed": False}
-    kids = [k for k in _children(parent) if k != child.uid]
-    unresolved = [d for d in pext.get("deps") or () if d != child.uid]
-    e.update_extras(child.id, {}, ("parentId", "parentPolicy"))
-    _data_with(sess, child, {}, ("__parentId", "__parentQueue"))
-    if kids:
-        _data_with(sess, parent, {"__childrenIds": kids})
-        extras, drop = {"childrenIds": kids, "dependsOn": unresolved}, ()
-    else:
-        _data_with(sess, parent, {}, ("__childrenIds",))
-        extras, drop = {"dependsOn": unresolved}, ("childrenIds",)
-    e.drop_dependencies(parent.id, [child.uid], "bunqueue", extras, drop)
-    return {"ok": True, "removed": True}
-
-
-@command("RemoveUnprocessedChildren", mutating=True)
-def remove_unprocessed_children(sess, cmd: dict):
-    """Cancel the parent's children that are still waiting (not active, not finished)."""
-    parent = find(sess, cmd.get("id"))
-    e = sess.port
-    for uid in _children(parent):
-        child = e.lookup(uid)
-        if child is not None and _waiting(child):
-            e.remove(child.id, "bunqueue", "cancel")
-    return ok_empty()
-
-
-@command("MoveToWaitingChildren", mutating=True)
-def move_to_waiting_children(sess, cmd: dict):
-    """An active job (its lock token when it has one) waits for its unmet dependencies:
-    {ok, data: {moved: true}}; else `Job is not active`. A job with none left is waiting
-    again at once (the reference parks it for good; docs/bunqueue.md)."""
-    job = find(sess, cmd.get("id"))
-    e = sess.port
-    if job is None or job.state is not RESERVED:
-        return err("Job is not active")
-    r = _active(sess, job.uid, cmd.get("token"))   # the token errors of ACK
-    if r.__class__ is dict:
-        return r
-    ext = job.ext or {}
-    deps = list(ext.get("deps") or ())
-    now = float(e.clock.wall_ms())
-    tl = list(ext.get("timeline", ()))
-    if ext.get("startedAt") is not None:   # the run it ends, then the wait (reference)
-        tl.append({"state": "active", "timestamp": float(ext["startedAt"])})
-    tl.append({"state": "waiting-children", "timestamp": now})
-    e.update_extras(job.id, {"timeline": tl}, ("startedAt",))
-    if deps:
-        e.add_dependencies(job.id, deps, "bunqueue")
-        if e.job(job.id).state is RESERVED:   # every dependency completed meanwhile
-            e.requeue(job.id, 0, "release", "bunqueue")
-    else:
-        e.requeue(job.id, 0, "release", "bunqueue")
-    return {"ok": True, "data": {"moved": True}}

@@ -26,11 +26,13 @@ from . import (handlers_control, handlers_core, handlers_flow,  # noqa: F401 (re
                handlers_webhooks)
 from . import handlers_limits  # noqa: F401 (registration: issue 16 queue limits)
 from . import handlers_cron  # noqa: F401 (registration: Cron, CronGet, CronDelete, CronList)
+from . import handlers_links  # noqa: F401 (registration: UpdateParent and the other links)
 from .bulk import BIG_FRAME
 from .codec import (UNDEFINED, decode_command, decode_steps, frame, nil_req_id, pack, splice_map,
                     unpack_value)
-from .forward import (CUSTOM_IDS, FORWARDED, check_new, custom_ids, forward, held_elsewhere,
-                      linked_ids, unique_keys)
+from .forward import FORWARDED, forward, held_elsewhere
+from .push_checks import CUSTOM_IDS, check_new, custom_ids, linked_ids, unique_keys
+from .relink import RELINKING, relink
 from .info import CAPABILITIES, PROTOCOL_VERSIONS, SPEAKS_VERSION, BunqueueInfo
 from .registry import (BULK, HANDLERS, MUTATING, PENDING, STORAGE_UNAVAILABLE, Spliced, command,
                        err, ok_empty)
@@ -131,9 +133,10 @@ class Session:
         self.rid = UNDEFINED
         self.closed = False
         self.may_forward = self.port.shared  # shared mode: other nodes' jobs (forward.py)
-        self.taken_elsewhere: frozenset = frozenset()   # custom ids in the database (forward.py)
+        self.taken_elsewhere: frozenset = frozenset()   # custom ids in the db (push_checks.py)
         self.keys_elsewhere: dict = {}   # (queue, uniqueKey) -> uid of the job holding it there
-        self.linked_elsewhere: dict = {}  # linked uid -> (node holding it, job id) (forward.py)
+        # linked uid -> (node holding it, job id) (push_checks.py; relink.py: job id None)
+        self.linked_elsewhere: dict = {}
         self.bulk = False                   # running the command of a frame over BIG_FRAME
         self._tokens = float(info.rate_limit)
         self._refill = self.port.clock.monotonic_ms()
@@ -193,12 +196,15 @@ class Session:
                 if uids:   # jobs this node does not hold: their nodes run the command
                     forward(self, name, cmd, h, rid, uids)
                     return None
+            elif name in RELINKING:   # the jobs it links, from wherever they are
+                relink(self, name, cmd, h, rid)
+                return None
             elif name in CUSTOM_IDS:
                 uids = custom_ids(self, name, cmd)
                 keys = unique_keys(self, name, cmd)
                 links = linked_ids(self, name, cmd)
                 if uids or keys or links:   # ids, keys and linked jobs this node does not
-                    # have: the database may (forward.py)
+                    # have: the database may (push_checks.py)
                     check_new(self, uids, keys, cmd, h, name, rid, links)
                     return None
         return self.call(h, name, cmd, rid)
