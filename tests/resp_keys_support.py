@@ -28,7 +28,8 @@ class Sess:
         self.port = port
         self.proto = proto
         self.clock = port.clock
-        self.remote = self.rows = self.counters = None   # shared mode's rows read first (resp/shared.py)
+        # shared mode's rows read first (resp/shared_reads.py)
+        self.remote = self.rows = self.counters = self.metas = None
 
 
 def run(sess, *words):

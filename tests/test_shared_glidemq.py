@@ -180,6 +180,23 @@ def test_pause_and_resume_on_every_node(nodes):
     wb.close()
 
 
+def test_meta_hash_reads_the_pause_any_node_made(nodes):
+    """Queue.isPaused (`HGET glide:{Q}:meta paused`) through any node reads the pause or
+    resume made through another (it read the node's own record: nil on b after a pause on
+    a, "1" on a after a resume on b)."""
+    a, b = nodes(2, glide=True)
+    ca, cb = _conn(a), _conn(b)
+    meta = meta_keys("mq")[0]
+    assert cb.call("HGET", meta, "paused") is None
+    assert ca.fcall("glidemq_pause", meta_keys("mq"), []) == 1
+    assert cb.call("HGET", meta, "paused") == b"1"
+    assert cb.call("HGETALL", meta) == [b"paused", b"1"]
+    assert cb.call("EXISTS", meta) == 1
+    assert cb.fcall("glidemq_resume", meta_keys("mq"), []) == 1
+    assert ca.call("HGET", meta, "paused") == b"0"
+    assert ca.call("HGET", meta_keys("other")[0], "paused") is None
+
+
 def _dd(c: RespConn, q: str, did: str, mode: str, ttl: int = 0, **kw):
     """glidemq_dedup of dedup id `did` in `mode` (ttl ms) with addJob's arguments `kw`."""
     return c.fcall("glidemq_dedup", dedup_keys(q), [did, str(ttl), mode, *add_job_args(**kw)])

@@ -182,7 +182,13 @@ def _record_hash(d) -> list | None:
 
 
 def _c_meta(sess, key):
-    return _record_hash(sess.state.meta(key.base)) if visible(sess, key.queue) else None
+    if not visible(sess, key.queue):
+        return None
+    m = sess.metas   # shared mode: as the database holds it (protocols/resp/shared_reads.py)
+    if m is not None and key.base in m:
+        d = m[key.base]
+        return _record_hash(d) if d.__class__ is dict else None
+    return _record_hash(sess.state.meta(key.base))
 
 
 def _c_dedup(sess, key):

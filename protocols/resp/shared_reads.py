@@ -1,9 +1,11 @@
 """glide-mq key reads on a node in shared mode (issue 19; docs/scaling.md "glide-mq across
 nodes"): a read command naming jobs (`job:<id>`, `log:<id>`, `deps:<id>`), queues (`stream`,
-`scheduled`, `completed`, `failed`, `lifo`) or the id counter first reads what the database
-holds of them (the jobs' rows, the queue's rows beside this node's jobs, the shared counter),
-then runs as on one server over that (protocols/resp/keyview.py reads `sess.remote`,
-`sess.rows`, `sess.counters`). Keys of queues the connection may not use read as missing.
+`scheduled`, `completed`, `failed`, `lifo`), the id counter or the `meta` hash first reads
+what the database holds of them (the jobs' rows, the queue's rows beside this node's jobs,
+the shared counter, the meta hash the last pause or resume through any node stored:
+Queue.isPaused reads it), then runs as on one server over that (protocols/resp/keyview.py
+reads `sess.remote`, `sess.rows`, `sess.counters`, `sess.metas`). Keys of queues the
+connection may not use read as missing.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ def prefetch(sess, cmd, args: list):
     uids = []
     queues = []
     counters = []
+    metas = []
     port = sess.port
     for a in args:
         if a.__class__ is not bytes or b":{" not in a:
@@ -43,7 +46,9 @@ def prefetch(sess, cmd, args: list):
             queues.append(k.queue)
         elif k.kind == "id" and k.arg is None and k.base not in counters:
             counters.append(k.base)
-    if not uids and not queues and not counters:
+        elif k.kind == "meta" and k.arg is None and k.base not in metas:
+            metas.append(k.base)
+    if not uids and not queues and not counters and not metas:
         return None
     from .session import WAIT
 
@@ -51,13 +56,15 @@ def prefetch(sess, cmd, args: list):
         sess.remote = res[0] if uids else {}
         rest = res[1:] if uids else res
         sess.rows = dict(zip(queues, rest))
-        sess.counters = dict(zip(counters, rest[len(queues):]))
+        rest = rest[len(queues):]
+        sess.counters = dict(zip(counters, rest))
+        sess.metas = dict(zip(metas, rest[len(counters):]))
         try:
             reply = _call(sess, cmd.fn, args)
         finally:
-            sess.remote = sess.rows = sess.counters = None
+            sess.remote = sess.rows = sess.counters = sess.metas = None
         sess.wake(reply)
-    g = _Gather(len(queues) + len(counters) + (1 if uids else 0), then,
+    g = _Gather(len(queues) + len(counters) + len(metas) + (1 if uids else 0), then,
                 lambda e: sess.wake(_unavailable(e)))
     sess.preparing = True
     i = 0
@@ -70,6 +77,9 @@ def prefetch(sess, cmd, args: list):
     st = sess.state
     for base in counters:   # the shared counter's value, read without a write
         port.counter_global(f"glidemq:id:{base}", st.counter(base), g.slot(i))
+        i += 1
+    for base in metas:   # the meta hash the last pause or resume on any node stored
+        port.dialect_record_global(f"glidemq:meta:{base}", g.slot(i))
         i += 1
     return WAIT
 
