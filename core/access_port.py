@@ -11,7 +11,9 @@ operation cannot bypass the check):
 - JOB_ID (first argument) / OWNER_JOB (second, after the owner): a job of a disallowed queue
   is absent: the operation answers as for a job that does not exist (None, False, NOT_ACTIVE).
 - UID: `find(uid)`, `lookup(uid)`: None for a job of a disallowed queue; `forward_to`
-  carries the principal to the node holding the job, which checks it there.
+  carries the principal to the node holding the job, which checks it there; `reach_jobs` /
+  `reach_ids` do not name the node holding a job of a disallowed queue (it reads as missing;
+  its row, when no node held it, is taken in and given back at the next commit, unseen).
 - LISTING: queue_names / queue_views list allowed queues only; `subscribe` delivers events of
   allowed queues only (`count_events` counts those only, `observe` calls back for those only,
   `failed_counts` lists those only). Webhooks (issue 16): a restricted
@@ -59,7 +61,7 @@ JOB_ID = {"job": None, "peek": None, "check_lease": NOT_ACTIVE, "renew": False,
 OWNER_JOB = {"reserve_job": None, "release": False, "bury": False, "touch": False,
              "delete": False}
 UID = ("find", "lookup", "wait_result_uid", "lookup_remote", "remove_remote",
-       "forward_to")
+       "forward_to", "reach_jobs", "reach_ids")
 LISTING = ("queue_names", "queue_views", "subscribe", "count_events", "observe",
            "failed_counts", "add_webhook",
            "remove_webhook", "set_webhook_enabled", "webhook", "webhooks", "cron_get",
@@ -76,7 +78,7 @@ PASS = ("clock", "persistence", "restore", "tick", "next_due", "set_wakeup", "se
         "dialect_records", "dialect_record", "set_dialect_record", "dialect_record_global",
         "feed_stats", "shared",
         "share", "stats_global", "end_pauses", "serve_forwarded", "uids_taken_global",
-        "reach_jobs", "reach_ids", "wait_for", "count_up_global", "counter_global",
+        "wait_for", "count_up_global", "counter_global",
         # server-wide counters, as stats (core/shared_figures.py)
         "share_figures", "own_figures", "figures_of_other_nodes")
 
@@ -120,6 +122,15 @@ class ScopedPort:
         """Port.find; None for a job of a disallowed queue."""
         id = self.base.find(uid)
         return id if id is None or self._visible(id) else None
+
+    def reach_jobs(self, uids: list, callback) -> None:
+        """Port.reach_jobs; a job another node holds in a disallowed queue is not named (it
+        reads as missing)."""
+        self.base.reach_jobs(uids, callback, self._allows)
+
+    def reach_ids(self, ids: list, callback) -> None:
+        """Port.reach_ids, as reach_jobs."""
+        self.base.reach_ids(ids, callback, self._allows)
 
     def lookup(self, uid):
         """Port.lookup; None for a job of a disallowed queue."""

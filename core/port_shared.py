@@ -99,14 +99,14 @@ class SharedOps:
         e.shared.query(delete_uid, (uid, queue, "workq", e.clock.wall_ms(), self._history()),
                        callback)
 
-    def reach_jobs(self, uids: list, callback) -> None:
+    def reach_jobs(self, uids: list, callback, allows=None) -> None:
         """Shared mode, before a command about jobs this node does not hold: the jobs of
         `uids` that no node holds are brought into this engine in their state (given back at
         the next commit), so the command then runs here as on a single server;
-        `callback({uid: node number})` later names the nodes holding the others (forward_to),
-        or gets an Exception (the database failed). core/shared_calls.py. Raises
-        AttributeError in single-node mode."""
-        self._engine.shared.calls.reach(uids, callback)
+        `callback({uid: node number})` later names the nodes holding the others (forward_to;
+        only those of queues `allows(queue)` accepts, when given), or gets an Exception (the
+        database failed). core/shared_calls.py. Raises AttributeError in single-node mode."""
+        self._engine.shared.calls.reach(uids, callback, "uid", allows)
 
     def wait_for(self, waiter: str, deps: list, holders: dict | None = None) -> None:
         """Shared mode, after job `waiter` (uid) was put waiting for the jobs `deps` (uids,
@@ -119,10 +119,10 @@ class SharedOps:
         AttributeError in single-node mode."""
         self._engine.shared.flows.wait_for(waiter, deps, holders)
 
-    def reach_ids(self, ids: list, callback) -> None:
+    def reach_ids(self, ids: list, callback, allows=None) -> None:
         """reach_jobs for jobs named by id (beanstalk `reserve-job`): `callback({id: node
         number})`. Raises AttributeError in single-node mode."""
-        self._engine.shared.calls.reach(ids, callback, "id")
+        self._engine.shared.calls.reach(ids, callback, "id", allows)
 
     def forward_to(self, node: int, dialect: str, body: bytes, callback,
                    principal=None) -> None:

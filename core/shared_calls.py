@@ -49,8 +49,8 @@ def reach(conn, node: str, uids: list, by: str = "uid") -> tuple:
     (ready, delayed, buried or finished) for `node` (`jobs.node` set, so no other node claims
     them until `node` gives them back at its next commit), and read which node holds the
     others. `by`: "uid" (`uids` are uids, through `jobs_uid`) or "id" (job ids, through the
-    primary key). Returns (rows taken as dicts of the jobs columns, {uid or id: name of the
-    node holding it}); one transaction. By id, any job is named (a client uid or none: the
+    primary key). Returns (rows taken as dicts of the jobs columns, {uid or id: (name of the
+    node holding it, its queue)}); one transaction. By id, any job is named (a client uid or none: the
     dashboard's and beanstalk's ids name every dialect's jobs)."""
     if by == "id":
         which, args = _BY_ID, (list(uids),)
@@ -62,11 +62,12 @@ def reach(conn, node: str, uids: list, by: str = "uid") -> tuple:
     def go(cur):
         cur.execute(_TAKE % which, (node, *args))
         taken = [dict(zip(_COLS, r)) for r in cur.fetchall()]
-        cur.execute("SELECT id, uid, node FROM jobs WHERE " + which + " AND node IS NOT NULL "
-                    "AND node <> %s", (*args, node))
+        cur.execute("SELECT id, uid, node, queue FROM jobs WHERE " + which + " AND node IS NOT "
+                    "NULL AND node <> %s", (*args, node))
         held = {}
-        for id, uid, name in cur.fetchall():
-            held[id if by == "id" else (uid if uid is not None else derived_uid(id))] = name
+        for id, uid, name, queue in cur.fetchall():
+            held[id if by == "id" else (uid if uid is not None else derived_uid(id))] = (name,
+                                                                                         queue)
         return taken, held
     return _run(conn, go)
 
@@ -106,13 +107,14 @@ class Calls:
         self.forwarded = self.served = self.unanswered = 0
 
     # ------------------------------------------------------------------ asking
-    def reach(self, uids: list, callback, by: str = "uid") -> None:
+    def reach(self, uids: list, callback, by: str = "uid", allows=None) -> None:
         """Make the jobs named `uids` (which this node does not hold; job ids with `by` "id")
-        reachable here: those no
-        node holds are taken from the database into this engine, in their state (given back
-        at the next commit: core.shared.SharedNode.adopt_rows); `callback({uid: node number})`
-        then names the nodes holding the others, or gets an Exception (the database failed).
-        """
+        reachable here: those no node holds are taken from the database into this engine, in
+        their state (given back at the next commit: core.shared.SharedNode.adopt_rows);
+        `callback({uid: node number})` then names the nodes holding the others, or gets an
+        Exception (the database failed). `allows(queue) -> bool` (a principal's, None: every
+        queue): a job another node holds in a queue it refuses is not named (the client may
+        not learn that it exists)."""
         def got(found) -> None:
             if isinstance(found, Exception):
                 callback(found)
@@ -121,9 +123,9 @@ class Calls:
             if rows:
                 self.node.adopt_rows(rows)
             out = {}
-            for uid, name in held.items():
+            for uid, (name, queue) in held.items():
                 n = node_number(name)
-                if n is not None and n != self.number:
+                if n is not None and n != self.number and (allows is None or allows(queue)):
                     out[uid] = n
             callback(out)
         self.node.query_settled(reach, (self.node.node, uids, by), got)

@@ -92,15 +92,16 @@ def kick_job(conn, id: int, dialect: str, now_ms: int, history: bool, allows=Non
 
 def delete(conn, id: int, dialect: str, now_ms: int, history: bool, allows=None) -> bool:
     """beanstalk delete of a job in the database that nobody holds: True when it was ready,
-    delayed or buried (any client may delete those); False for a job reserved on a node, a
-    completed one or none. `allows` as in kick_job."""
+    delayed or buried (any client may delete those); False for a job reserved on a node, one
+    another node has taken in (for a command of its own: it may reserve it), a completed one
+    or none. `allows` as in kick_job."""
     def go(cur):
         if not _allowed(cur, id, allows):
             return False
         ev = f", e AS ({HISTORY_ROWS})" if history else ""
         cur.execute(
-            "WITH u AS (DELETE FROM jobs WHERE id = %s AND state IN ('ready', 'delayed', "
-            f"'buried') RETURNING id, queue, reserves, uid, priority, payload){ev} "
+            "WITH u AS (DELETE FROM jobs WHERE id = %s AND node IS NULL AND state IN ('ready', "
+            f"'delayed', 'buried') RETURNING id, queue, reserves, uid, priority, payload){ev} "
             "SELECT count(*) FROM u", (id,) + ((dialect, "delete", now_ms) if history else ()))
         return cur.fetchone()[0] > 0
     return _run(conn, go)

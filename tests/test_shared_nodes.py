@@ -320,3 +320,18 @@ def test_workq_delete_across_nodes(nodes):
     assert wb.cmd(b"delete %s\r\n" % uid.encode()) == b"+OK\r\n"
     assert wa.cmd(b"lease delq 300\r\n") == b"-TIMEOUT\r\n"
     assert wb.cmd(b"delete %s\r\n" % uid.encode()) == b"-NOT-FOUND\r\n"
+
+
+def test_workq_delete_of_a_job_leased_on_another_node(nodes):
+    """A job leased through a, deleted through b: the delete runs on a (which holds it), so
+    a's later complete answers -NOT-FOUND as on one server (the row was deleted behind a's
+    back, and a answered +OK for a job that was gone); nobody leases it again."""
+    a, b = nodes(2)
+    wa, wb = WorkqRaw(a.workq_port), WorkqRaw(b.workq_port)
+    uid = new_uid()
+    assert wa.cmd(add_cmd(uid, "dlq", b"p", ttr=5000)) == b"+OK\r\n"
+    assert wa.cmd(b"lease dlq 2000\r\n") == lease_frame(uid, "dlq", 5000, b"p")
+    assert wb.cmd(b"delete %s\r\n" % uid.encode()) == b"+OK\r\n"
+    assert wa.cmd(complete_cmd(uid, b"r")) == b"-NOT-FOUND\r\n"
+    assert wb.cmd(b"lease dlq 300\r\n") == b"-TIMEOUT\r\n"
+    assert wb.cmd(b"delete %s\r\n" % uid.encode()) == b"-NOT-FOUND\r\n"

@@ -47,12 +47,19 @@ def held_elsewhere(sess, name: str, cmd: dict) -> list:
     mode): [] when it runs here only."""
     port = sess.port
     if FORWARDED[name] == "id":
-        id = cmd.get("id")
-        return [id] if id.__class__ is str and port.find(id) is None else []
+        id = _uid(cmd.get("id"))
+        return [id] if id is not None and port.find(id) is None else []
     ids = cmd.get("ids")
     if ids.__class__ is not list:
         return []
-    return [id for id in ids if id.__class__ is str and port.find(id) is None]
+    return [id for id in map(_uid, ids) if id is not None and port.find(id) is None]
+
+
+def _uid(v) -> str | None:
+    """A bunqueue id as handlers_query.find reads it (a str; an int as its digits)."""
+    if v.__class__ is str:
+        return v
+    return str(v) if v.__class__ is int else None
 
 
 def _here(sess, handler, name: str, cmd: dict, rid) -> None:
@@ -175,7 +182,8 @@ def _split(sess, name: str, cmd: dict, handler, rid, where: dict) -> None:
     groups: dict = {}
     here = []
     for i, id in enumerate(cmd["ids"]):
-        n = where.get(id) if id.__class__ is str else None
+        id = _uid(id)
+        n = where.get(id) if id is not None else None
         if n is None:
             here.append(i)
         else:

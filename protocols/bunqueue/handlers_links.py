@@ -40,11 +40,13 @@ def update_parent(sess, cmd: dict):
         if parent is not None and str(cid) in _children(parent):
             return ok_empty()   # a declared child already gone
         return err(f"Child job not found: {_js(cid)}")
+    owner = _owner_of(child)
     if parent is None:
         if str(pid) in sess.linked_elsewhere:   # shared: another node holds it (relink.py)
+            if owner is not None and owner != "pending" and owner != str(pid):
+                return err(f"Child job {child.uid} already belongs to parent {owner}")
             return err(f"Parent job {pid} is not linkable")
         return err(f"Parent job not found: {_js(pid)}")
-    owner = _owner_of(child)
     if owner is not None and owner != "pending" and owner != parent.uid:
         return err(f"Child job {child.uid} already belongs to parent {owner}")
     kids = _children(parent)

@@ -25,24 +25,21 @@ completion on any node reaches the parent as a flow child's does.
 A job read before the statement may be given back by a commit that ran before it (another
 command took it in a moment before): the statement is then tried again, TRIES times at
 most, before the command runs with what is here (a job found nowhere is answered as
-missing, as on one server).
+missing, as on one server). So is the whole command when its own job went to another node
+between the two statements (it is located again once this node gave back what it took).
+An UpdateParent whose child is gone still takes its parent in: a parent that lists the
+child answers ok, as on one server. A job of a queue the client may not use is never named
+as held elsewhere (ScopedPort.reach_jobs): it reads as missing.
 """
 from __future__ import annotations
 
-from .forward import _from_db, _here, forward_one
+from .forward import _from_db, _here, _uid, forward_one
 
 #: the link commands -> the field naming the job each is about (where it runs)
 RELINKING = {"UpdateParent": "childId", "RemoveChildDependency": "id",
              "RemoveUnprocessedChildren": "id"}
 #: statements tried for one command when a job it names was given back meanwhile
 TRIES = 3
-
-
-def _uid(v) -> str | None:
-    """A bunqueue id as handlers_query.find reads it (a str; an int as its digits)."""
-    if v.__class__ is str:
-        return v
-    return str(v) if v.__class__ is int else None
 
 
 def linked(name: str, cmd: dict, job) -> list:
@@ -79,7 +76,11 @@ def relink(sess, name: str, cmd: dict, handler, rid, tries: int = 0) -> None:
         if own in where and sess.may_forward:   # free to take
             forward_one(sess, where[own], name, cmd, handler, rid)
         elif port.find(own) is None:   # no such job (or of a queue the client may not use)
-            _here(sess, handler, name, cmd, rid)
+            if name == "UpdateParent":   # a parent may list a child that is gone: ok
+                _reach(sess, name, cmd, handler, rid, [own] + linked(name, cmd, None),
+                       TRIES - 1)
+            else:
+                _here(sess, handler, name, cmd, rid)
         else:
             _reach(sess, name, cmd, handler, rid,
                    [own] + linked(name, cmd, port.lookup(own)), tries)
@@ -92,7 +93,13 @@ def _reach(sess, name: str, cmd: dict, handler, rid, uids: list, tries: int) -> 
     def reached(where) -> None:   # {uid: holding node}
         own = uids[0]
         if own in where and sess.may_forward:
-            forward_one(sess, where[own], name, cmd, handler, rid)
+            # it went to another node since it was located (given back, then claimed): not
+            # forwarded yet, as this node now holds the jobs it links to; located again
+            # (after the commit that gives them back), then forwarded
+            if tries + 1 < TRIES:
+                relink(sess, name, cmd, handler, rid, tries + 1)
+            else:
+                forward_one(sess, where[own], name, cmd, handler, rid)
             return
         port = sess.port
         if tries + 1 < TRIES and any(u not in where and port.find(u) is None for u in uids):

@@ -112,8 +112,8 @@ class Session(Inspect):
             self._wake(reply)
 
     def run_forwarded(self, c) -> bytes:
-        """Run `c`, a complete or fail another node forwarded here (forward.py), as `handle`
-        does but without counting it (the node it was sent to did)."""
+        """Run `c`, a complete, fail or delete another node forwarded here (forward.py), as
+        `handle` does but without counting it (the node it was sent to did)."""
         try:
             return self._ops[c.name](c)
         except AccessDenied:
@@ -357,16 +357,19 @@ class Session(Inspect):
         if not u[1] and id is None:   # the reference ignores this error: +OK, nothing deleted
             return R.OK
         if id is None:
-            if e.shared:   # not on this node: delete its row (docs/scaling.md)
-                e.remove_remote(u[0], self._removed)
-                return WAIT
-            return R.NOT_FOUND
+            if not e.shared:
+                return R.NOT_FOUND
+            if self.may_forward:   # run where it is (forward.py), else its row is deleted
+                uid = u[0]
+                return forward(self, c, uid, R.NOT_FOUND,
+                               lambda: e.remove_remote(uid, self._removed))
+            return None   # forwarded here and not here (any more): the sender deletes its row
         e.remove(id, "workq")
         self.need_commit = True
         return R.OK
 
     def _removed(self, ok) -> None:
-        self._wake(R.OK if ok is True else R.NOT_FOUND)
+        self.answer(R.OK if ok is True else R.NOT_FOUND)
 
     def _result(self, c):
         if c.flags:
