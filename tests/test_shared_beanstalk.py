@@ -253,6 +253,24 @@ def test_delete_from_another_node(nodes):
         ("urgent", "ready", "reserved", "delayed", "buried"), 0)
 
 
+def test_delete_leaves_a_row_another_node_took_in(nodes):
+    """A waiting job another node has taken in (its row names that node, in state ready,
+    while a command of that node runs on it: here written so by hand) is not deleted from
+    under it: NOT_FOUND, as for a reserved job; once no node holds it, delete works."""
+    (a,) = nodes(1)
+    ca = bean(a, "dt")
+    jid = ca.put(b"x")
+    held = "UPDATE jobs SET node = 'elsewhere:1:99' WHERE id = %s RETURNING id"
+    assert rows(nodes.url, held, (jid,), commit=True) == [(jid,)]
+    with pytest.raises(greenstalk.NotFoundError):
+        ca.delete(jid)
+    assert rows(nodes.url, "SELECT state FROM jobs WHERE id = %s", (jid,)) == [("ready",)]
+    free = "UPDATE jobs SET node = NULL WHERE id = %s RETURNING id"
+    assert rows(nodes.url, free, (jid,), commit=True) == [(jid,)]
+    ca.delete(jid)
+    assert rows(nodes.url, "SELECT state FROM jobs WHERE id = %s", (jid,)) == []
+
+
 def test_pipelined_bury_then_kick_and_peek_see_the_node_s_own_changes(nodes):
     (a,) = nodes(1)
     ca = bean(a, "pl")
