@@ -76,6 +76,7 @@ PASS = ("clock", "persistence", "restore", "tick", "next_due", "set_wakeup", "se
         "set_storage_state", "storage_state", "webhook_stats", "webhooks_version",
         "set_webhook_allow", "restore_webhooks", "webhook_delivered", "on_webhooks_changed",
         "dialect_records", "dialect_record", "set_dialect_record", "dialect_record_global",
+        "dialect_records_global",
         "feed_stats", "shared",
         "share", "stats_global", "end_pauses", "serve_forwarded", "uids_taken_global",
         "wait_for", "count_up_global", "counter_global",

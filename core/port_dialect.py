@@ -70,6 +70,37 @@ class DialectOps:
         sh.query_settled(dialect_row, (key,), callback)
 
 
+    def dialect_records_global(self, prefix: str, callback) -> None:
+        """`callback({key: value})`: dialect_records(prefix); on a node in shared mode the
+        records every node stored, as the database holds them (at most RECORDS_MAX, once this
+        node's changes so far are committed), or the Exception the database raised. At once
+        on a single server."""
+        e = self._engine
+        sh = e.shared
+        if sh is None:
+            callback(self.dialect_records(prefix))
+            return
+        sh.query_settled(dialect_rows, (prefix,), callback)
+
+
+#: at most this many records a prefix read takes from the database (dialect_records_global)
+RECORDS_MAX = 100_000
+
+
+def dialect_rows(conn, prefix: str) -> dict:
+    """Shared mode, on the claim thread: {key: value} of the stored dialect records whose key
+    starts with `prefix` (at most RECORDS_MAX)."""
+    from .shared_reads import _run
+    like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+    def go(cur):
+        cur.execute("SELECT key, spec FROM dialect_state WHERE key LIKE %s ORDER BY key "
+                    "LIMIT %s", (like, RECORDS_MAX))
+        return {k: msgpack.unpackb(bytes(v), raw=False, strict_map_key=False)
+                for k, v in cur.fetchall()}
+    return _run(conn, go)
+
+
 def dialect_row(conn, key: str):
     """Shared mode, on the claim thread: the stored value of dialect record `key`, or None."""
     from .shared_reads import _run

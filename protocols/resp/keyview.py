@@ -185,14 +185,20 @@ def _c_meta(sess, key):
     if not visible(sess, key.queue):
         return None
     m = sess.metas   # shared mode: as the database holds it (protocols/resp/shared_reads.py)
-    if m is not None and key.base in m:
-        d = m[key.base]
+    if m is not None and ("meta", key.base) in m:
+        d = m["meta", key.base]
         return _record_hash(d) if d.__class__ is dict else None
     return _record_hash(sess.state.meta(key.base))
 
 
 def _c_dedup(sess, key):
-    return _record_hash(sess.state.dedup_hash(key.base)) if visible(sess, key.queue) else None
+    if not visible(sess, key.queue):
+        return None
+    m = sess.metas   # shared mode: every node's entries (protocols/resp/shared_reads.py)
+    if m is not None and ("dedup", key.base) in m:
+        pfx = len(f"glidemq:dedup:{key.base}:")
+        return _record_hash({k[pfx:]: v for k, v in m["dedup", key.base].items()})
+    return _record_hash(sess.state.dedup_hash(key.base))
 
 
 def _c_ordering(sess, key):

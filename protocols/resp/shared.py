@@ -28,11 +28,11 @@ and answers; the connection's later commands wait behind it, as behind a blockin
   database's rows of the jobs and queues they name beside this node's jobs: a job spilled
   to the database, or held by another node, reads as it was last committed. A queue-level
   read reads at most 100,000 rows of the queue. `GET <base>:id` reads the shared counter,
-  and the `meta` hash reads as the last pause or resume through any node stored it
-  (`HGET <base>:meta paused`, Queue.isPaused; protocols/resp/shared_reads.py).
+  the `meta` hash reads as the last pause or resume through any node stored it
+  (`HGET <base>:meta paused`, Queue.isPaused), and the `dedup` hash lists every node's
+  entries (protocols/resp/shared_reads.py).
 - **Not across nodes** (each node's own): the `:events` stream, ordering keys' sequences,
-  the `dedup` hash as a key read shows it, tryLock locks, and SCAN / KEYS / DBSIZE (which
-  list the `id` key as this node knows it).
+  tryLock locks, and SCAN / KEYS / DBSIZE (which list the `id` key as this node knows it).
 
 A failed database read or counter answers `ERR jobgate: storage unavailable (...)` and
 changes nothing.

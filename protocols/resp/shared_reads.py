@@ -1,10 +1,10 @@
 """glide-mq key reads on a node in shared mode (issue 19; docs/scaling.md "glide-mq across
 nodes"): a read command naming jobs (`job:<id>`, `log:<id>`, `deps:<id>`), queues (`stream`,
-`scheduled`, `completed`, `failed`, `lifo`), the id counter or the `meta` hash first reads
-what the database holds of them (the jobs' rows, the queue's rows beside this node's jobs,
-the shared counter, the meta hash the last pause or resume through any node stored:
-Queue.isPaused reads it), then runs as on one server over that (protocols/resp/keyview.py
-reads `sess.remote`, `sess.rows`, `sess.counters`, `sess.metas`). Keys of queues the
+`scheduled`, `completed`, `failed`, `lifo`), the id counter or the `meta` and `dedup` hashes
+first reads what the database holds of them (the jobs' rows, the queue's rows beside this
+node's jobs, the shared counter, the meta hash the last pause or resume through any node
+stored: Queue.isPaused reads it, every node's dedup entries), then runs as on one server over that (protocols/resp/keyview.py
+reads `sess.remote`, `sess.rows`, `sess.counters`, `sess.metas` {(kind, base): value}). Keys of queues the
 connection may not use read as missing.
 """
 from __future__ import annotations
@@ -46,8 +46,8 @@ def prefetch(sess, cmd, args: list):
             queues.append(k.queue)
         elif k.kind == "id" and k.arg is None and k.base not in counters:
             counters.append(k.base)
-        elif k.kind == "meta" and k.arg is None and k.base not in metas:
-            metas.append(k.base)
+        elif k.kind in ("meta", "dedup") and k.arg is None and (k.kind, k.base) not in metas:
+            metas.append((k.kind, k.base))
     if not uids and not queues and not counters and not metas:
         return None
     from .session import WAIT
@@ -78,8 +78,11 @@ def prefetch(sess, cmd, args: list):
     for base in counters:   # the shared counter's value, read without a write
         port.counter_global(f"glidemq:id:{base}", st.counter(base), g.slot(i))
         i += 1
-    for base in metas:   # the meta hash the last pause or resume on any node stored
-        port.dialect_record_global(f"glidemq:meta:{base}", g.slot(i))
+    for kind, base in metas:
+        if kind == "meta":   # the meta hash the last pause or resume on any node stored
+            port.dialect_record_global(f"glidemq:meta:{base}", g.slot(i))
+        else:   # every node's dedup entries
+            port.dialect_records_global(f"glidemq:dedup:{base}:", g.slot(i))
         i += 1
     return WAIT
 
