@@ -3,9 +3,10 @@ nodes"): a read command naming jobs (`job:<id>`, `log:<id>`, `deps:<id>`), queue
 `scheduled`, `completed`, `failed`, `lifo`), the id counter or the `meta` and `dedup` hashes
 first reads what the database holds of them (the jobs' rows, the queue's rows beside this
 node's jobs, the shared counter, the meta hash the last pause or resume through any node
-stored: Queue.isPaused reads it, every node's dedup entries), then runs as on one server over that (protocols/resp/keyview.py
-reads `sess.remote`, `sess.rows`, `sess.counters`, `sess.metas` {(kind, base): value}). Keys of queues the
-connection may not use read as missing.
+stored: Queue.isPaused reads it, every node's dedup entries), then runs as on one server
+over that (protocols/resp/keyview.py reads `sess.remote`, `sess.rows`, `sess.counters`,
+`sess.metas` {(kind, base): value}). Keys of queues the connection may not use read as
+missing.
 """
 from __future__ import annotations
 
