@@ -241,3 +241,21 @@ def test_a_restricted_client_learns_nothing_of_other_queues(pg_url, tmp_path):
     finally:
         a.stop()
         b.stop()
+
+
+def test_update_parent_of_a_gone_child_whose_parent_is_active_elsewhere(nodes):
+    """One server answers ok to UpdateParent of a gone child its parent lists, whatever the
+    parent's state; the parent active on a, the command sent to b runs on a (second review:
+    b answered `Child job not found`)."""
+    a, b = nodes(2, flow_sweep_ms=0)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    p, kids, jobs = simple_flow("gap", "gac", kid_opts={"removeOnComplete": True}, n=1)
+    qa.ok("PUSHF", jobs=jobs)
+    _pull_id(qa, "gac", kids[0])
+    qa.ok("ACK", id=kids[0], result=1)
+    assert wait_until(lambda: rows(nodes.url, "SELECT state, node FROM jobs WHERE uid = %s",
+                                   (p,)) == [("ready", None)])
+    _pull_id(qa, "gap", p)   # the parent is active on a
+    assert qb.call("UpdateParent", childId=kids[0], parentId=p) == OK
+    assert qa.call("UpdateParent", childId=kids[0], parentId=p) == OK
+    assert qb.call("UpdateParent", childId="nope", parentId=p) == err("Child job not found: nope")

@@ -335,3 +335,20 @@ def test_workq_delete_of_a_job_leased_on_another_node(nodes):
     assert wa.cmd(complete_cmd(uid, b"r")) == b"-NOT-FOUND\r\n"
     assert wb.cmd(b"lease dlq 300\r\n") == b"-TIMEOUT\r\n"
     assert wb.cmd(b"delete %s\r\n" % uid.encode()) == b"-NOT-FOUND\r\n"
+
+
+def test_workq_delete_of_another_dialect_s_job_across_nodes(nodes):
+    """A bunqueue job (its id a UUIDv7, not workq's v4) waiting in the database, deleted
+    through another node's workq: +OK and the row is gone, as one server deletes it (it
+    answered +OK and left the row: a v4 id's rule, +OK for an id nobody has, came first)."""
+    from .bunqueue_support import BQ
+    a, b = nodes(2)
+    x = BQ(a.bunqueue_port).push("v7q", {})
+    held = BQ(a.bunqueue_port).push("v7q", {})
+    wb = WorkqRaw(b.workq_port)
+    assert wb.cmd(b"delete %s\r\n" % x.encode()) == b"+OK\r\n"
+    assert rows(nodes.url, "SELECT count(*) FROM jobs WHERE uid = %s", (x,)) == [(0,)]
+    assert wb.cmd(b"delete %s\r\n" % x.encode()) == b"+OK\r\n"   # nobody has it: +OK
+    assert BQ(a.bunqueue_port).pull("v7q", timeout=2000)["job"]["id"] == held
+    assert wb.cmd(b"delete %s\r\n" % held.encode()) == b"+OK\r\n"   # active on a: runs there
+    assert rows(nodes.url, "SELECT count(*) FROM jobs WHERE uid = %s", (held,)) == [(0,)]

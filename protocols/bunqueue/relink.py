@@ -102,6 +102,12 @@ def _reach(sess, name: str, cmd: dict, handler, rid, uids: list, tries: int) -> 
                 forward_one(sess, where[own], name, cmd, handler, rid)
             return
         port = sess.port
+        if (name == "UpdateParent" and sess.may_forward and port.find(own) is None
+                and own not in where and uids[-1] in where):
+            # a gone child, its parent active on another node: there it answers as one
+            # server does (ok when the parent lists the child)
+            forward_one(sess, where[uids[-1]], name, cmd, handler, rid)
+            return
         if tries + 1 < TRIES and any(u not in where and port.find(u) is None for u in uids):
             # missing: gone, or given back by a commit just before the statement
             relink(sess, name, cmd, handler, rid, tries + 1)

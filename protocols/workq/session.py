@@ -354,15 +354,16 @@ class Session(Inspect):
             return INVALID_ID
         e = self.port
         id = e.find(u[0])
-        if not u[1] and id is None:   # the reference ignores this error: +OK, nothing deleted
-            return R.OK
+        # an id that is not a UUIDv4 (another dialect's job) and names nothing: the reference
+        # ignores the error, +OK and nothing deleted
+        missing = R.NOT_FOUND if u[1] else R.OK
         if id is None:
             if not e.shared:
-                return R.NOT_FOUND
+                return missing
             if self.may_forward:   # run where it is (forward.py), else its row is deleted
                 uid = u[0]
-                return forward(self, c, uid, R.NOT_FOUND,
-                               lambda: e.remove_remote(uid, self._removed))
+                return forward(self, c, uid, missing, lambda: e.remove_remote(
+                    uid, self._removed if u[1] else lambda ok: self.answer(R.OK)))
             return None   # forwarded here and not here (any more): the sender deletes its row
         e.remove(id, "workq")
         self.need_commit = True
