@@ -69,7 +69,6 @@ class DialectOps:
             return
         sh.query_settled(dialect_row, (key,), callback)
 
-
     def dialect_records_global(self, prefix: str, callback) -> None:
         """`callback({key: value})`: dialect_records(prefix); on a node in shared mode the
         records every node stored, as the database holds them (at most RECORDS_MAX, once this

@@ -50,8 +50,8 @@ def reach(conn, node: str, uids: list, by: str = "uid") -> tuple:
     them until `node` gives them back at its next commit), and read which node holds the
     others. `by`: "uid" (`uids` are uids, through `jobs_uid`) or "id" (job ids, through the
     primary key). Returns (rows taken as dicts of the jobs columns, {uid or id: (name of the
-    node holding it, its queue)}); one transaction. By id, any job is named (a client uid or none: the
-    dashboard's and beanstalk's ids name every dialect's jobs)."""
+    node holding it, its queue)}); one transaction. By id, any job is named (a client uid or
+    none: the dashboard's and beanstalk's ids name every dialect's jobs)."""
     if by == "id":
         which, args = _BY_ID, (list(uids),)
     else:   # a job created without a client uid (beanstalk) is named by its derived uid

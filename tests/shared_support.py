@@ -108,3 +108,20 @@ def metric(node: Server, name: str) -> float:
         if line.startswith(name + " "):
             return float(line.split()[1])
     raise AssertionError(f"no {name} in /metrics")
+
+
+#: principals of restricted_nodes: token `t` may use queue `mine` only, `all` every queue
+RESTRICTED = ("access:\n  principals:\n    - {token: t, queues: [mine]}\n"
+              "    - {token: all, queues: ['*']}\n")
+
+
+def restricted_nodes(pg_url: str, tmp_path, n: int = 2, database: str = "") -> list:
+    """`n` node processes in shared mode on `pg_url` whose bunqueue listeners know the
+    principals of RESTRICTED (the caller stops them); `database`: more lines of the
+    config's `database` section (indented two spaces)."""
+    from .support import Server
+    cfg = tmp_path / "restricted.yaml"
+    cfg.write_text("database:\n  mode: shared\n  poll_interval_ms: 60000\n" + database
+                   + "listeners:\n  beanstalk: {open: true}\n" + RESTRICTED)
+    return [Server(pg_url, bunqueue=True, extra=["--config", str(cfg)]) for _ in range(n)]
+

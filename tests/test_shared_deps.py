@@ -16,7 +16,7 @@ import time
 import msgpack
 
 from .bunqueue_support import BQ, wait_until
-from .shared_support import rows
+from .shared_support import restricted_nodes, rows
 
 
 def _waiters(url: str, uid: str) -> list:
@@ -221,13 +221,7 @@ def test_a_restricted_client_cannot_wait_on_other_queues_jobs(pg_url, tmp_path):
     """A client allowed queue `mine` only names jobs of queue `theirs` (waiting in the
     database, active on another node, completed) as dependencies or as a parent: answered as
     missing, and the waiting job of `theirs` is not left held by its node."""
-    from .support import Server
-    cfg = tmp_path / "acc.yaml"
-    cfg.write_text("database:\n  mode: shared\n  poll_interval_ms: 60000\n"
-                   "listeners:\n  beanstalk: {open: true}\n"
-                   "access:\n  principals:\n    - {token: t, queues: [mine]}\n"
-                   "    - {token: all, queues: ['*']}\n")
-    a, b = (Server(pg_url, bunqueue=True, extra=["--config", str(cfg)]) for _ in range(2))
+    a, b = restricted_nodes(pg_url, tmp_path)
     try:
         qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
         assert qa.call("Auth", token="all")["ok"] is True

@@ -13,7 +13,7 @@ from __future__ import annotations
 import msgpack
 
 from .bunqueue_support import BQ, OK, err, job, wait_until
-from .shared_support import metric, rows
+from .shared_support import metric, restricted_nodes, rows
 from .test_bunqueue_flows import simple_flow
 
 
@@ -215,13 +215,7 @@ def test_a_restricted_client_learns_nothing_of_other_queues(pg_url, tmp_path):
     queue active on another node reads as missing (`Parent job not found`, as on one
     server; `not linkable` told it that the job exists), and a flow's children in another
     queue are left alone."""
-    from .support import Server
-    cfg = tmp_path / "acc.yaml"
-    cfg.write_text("database:\n  mode: shared\n  poll_interval_ms: 60000\n  flow_sweep_ms: 0\n"
-                   "listeners:\n  beanstalk: {open: true}\n"
-                   "access:\n  principals:\n    - {token: t, queues: [mine]}\n"
-                   "    - {token: all, queues: ['*']}\n")
-    a, b = (Server(pg_url, bunqueue=True, extra=["--config", str(cfg)]) for _ in range(2))
+    a, b = restricted_nodes(pg_url, tmp_path, database="  flow_sweep_ms: 0\n")
     try:
         qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
         assert qa.call("Auth", token="all")["ok"] and qb.call("Auth", token="t")["ok"]

@@ -87,7 +87,7 @@ class Handler:
         self.remote = None      # while a read runs: {uid: JobView} of rows read
         self.rows = None        # while a read runs: {queue: [JobView]} of the queue's jobs
         self.counters = None    # while a read runs: {base: the shared id counter's value}
-        self.metas = None       # while a read runs: {base: the meta hash in the database}
+        self.metas = None       # while a read runs: {(kind, base): meta / dedup records}
         self.ahead = None       # () -> the commands parsed behind the running one
         self.id_stock: dict = {}    # base -> ids taken for this connection's next addJobs
         self.planned: dict = {}     # id(command) -> command: addJobs a look-ahead planned

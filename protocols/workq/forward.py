@@ -5,11 +5,11 @@ so a client whose connections reach several nodes may finish on node B a job lea
 node A, or a job that is waiting in the database. B does not hold it: it asks the database
 (Port.reach_jobs), which brings a job no node holds into B's engine (B then runs the command
 itself, as a single server would), or names the node holding it; B forwards the command
-there (Port.forward_to, core/shared_calls.py); A runs it in a session
-of its own with the client's principal and answers once its change is committed; B sends A's
-reply on. When there is no such job, or A does not answer in time, B answers what a single
-server answers for a job it does not have (-NOT-FOUND, or -CLIENT-ERROR Invalid ID for an id
-that is not a UUIDv4). A `delete` goes to the holder too (a lease there, or a claim not yet
+there (Port.forward_to, core/shared_calls.py); A runs it in a session of its own with the
+client's principal and answers once its change is committed; B sends A's reply on. When
+there is no such job, or A does not answer in time, B answers what a single server answers
+for a job it does not have (-NOT-FOUND, or -CLIENT-ERROR Invalid ID for an id that is not a
+UUIDv4). A `delete` goes to the holder too (a lease there, or a claim not yet
 handed to a worker: the holder drops it, so it is not handed out after the delete); when
 the holder does not answer (it gave the job back meanwhile, or it is dead and its
 reservation not yet rescued), B deletes the row wherever it is (Port.remove_remote).
