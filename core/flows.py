@@ -45,6 +45,16 @@ def child_key(job: Job, uid: str) -> str:
     return f"{job.queue}:{uid}"
 
 
+def failure_text(error) -> str:
+    """A child's failure as its parent records it: `error` (str, bytes or None) as text,
+    "unknown error" when it gave none."""
+    if error is None or error == b"":
+        return "unknown error"
+    if error.__class__ is bytes:
+        return error.decode("utf-8", "replace")
+    return str(error)
+
+
 class Flows:
     """Waiting for children and what a child's failure does; expects the Engine attributes
     (jobs, queues, dependents, clock) and the Extras / Outcomes methods."""
@@ -166,12 +176,7 @@ class Flows:
         pid = ext.get("parentId")
         parent = self.find_uid(pid)
         uid = self.uid_of(child)
-        if error is None or error == b"":
-            text = "unknown error"
-        elif error.__class__ is bytes:
-            text = error.decode("utf-8", "replace")
-        else:
-            text = str(error)
+        text = failure_text(error)
         if parent is None:
             if self.shared is not None:   # the parent is on another node or in the database
                 self.shared.flows.note(pid, ("failed", uid, child_key(child, uid), policy,
@@ -220,4 +225,4 @@ class Flows:
         job.ext = ext
 
 
-__all__ = ["Flows", "POLICIES", "child_key"]
+__all__ = ["Flows", "POLICIES", "child_key", "failure_text"]

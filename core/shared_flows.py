@@ -40,10 +40,12 @@ Which jobs wait for a job: a child's ``waiters`` extra (the uids of the flow job
 
 A safety net for notes lost with their node (stopped or killed between the child's commit
 and the notes' delivery): the leader's sweep (`stalled`) pages through the parked rows nobody
-holds, SWEEP_MAX a round, and finds the children of theirs that completed; the loop sends
-those "done" notes again (a note for a child the parent no longer waits for changes nothing).
-A child that completed with removeOnComplete leaves no row, so a "done" note lost for it is
-not repaired, nor is a lost "failed" or "kept" note (docs/scaling.md). Units: ms.
+holds, SWEEP_MAX a round, and finds the children of theirs that completed or failed for good
+with a policy; the loop sends those "done" and "failed" notes again (a note for a child the
+parent no longer waits for changes nothing: the parent's ``deps`` name only the children not
+yet applied). A child that completed with removeOnComplete (or failed and was removed)
+leaves no row, so a note lost for it is not repaired, nor is a lost "kept" note
+(docs/scaling.md). Units: ms.
 """
 from __future__ import annotations
 
@@ -52,6 +54,7 @@ from collections import OrderedDict
 import msgpack
 
 from .extras import BLOCKED_MS
+from .flows import failure_text
 from .model import COMPLETED
 from .shared_reads import UID_SQL, _run
 
@@ -83,9 +86,10 @@ def waiters(ext) -> tuple:
 def stalled(conn, now_ms: int, after: tuple) -> tuple:
     """The leader's sweep (see the module docstring): up to SWEEP_MAX parked parents no node
     holds (a delayed row at the far deadline), in (ready_at_ms, id) order after the cursor
-    `after` ((ready_at_ms, id); (0, 0) from the start), and those of the children they wait
-    for whose rows are completed. Returns ([(parent uid, [child uid, ...])], the cursor for
-    the next round: (0, 0) once the end was reached)."""
+    `after` ((ready_at_ms, id); (0, 0) from the start), and the notes of the children they
+    wait for whose rows are completed ("done") or failed for good with a ``parentPolicy``
+    (buried with a result: "failed", as core/flows.py sends it). Returns ([(parent uid,
+    [note, ...])], the cursor for the next round: (0, 0) once the end was reached)."""
     def go(cur):
         cur.execute(f"SELECT {UID_SQL}, extras, ready_at_ms, id FROM jobs WHERE state = "
                     "'delayed' AND ready_at_ms > %s AND node IS NULL AND extras IS NOT NULL "
@@ -101,11 +105,22 @@ def stalled(conn, now_ms: int, after: tuple) -> tuple:
                 parents.append((uid, list(deps)))
         if not parents:
             return [], nxt
-        cur.execute("SELECT uid FROM jobs WHERE uid = ANY(%s) AND state = 'completed'",
-                    ([d for _, deps in parents for d in deps],))
-        done = {r[0] for r in cur.fetchall()}
-        return [(uid, [d for d in deps if d in done]) for uid, deps in parents
-                if any(d in done for d in deps)], nxt
+        cur.execute("SELECT uid, state, queue, result, extras FROM jobs WHERE uid = ANY(%s) "
+                    "AND (state = 'completed' OR (state = 'buried' AND result IS NOT NULL "
+                    "AND result_ok = 0))", ([d for _, deps in parents for d in deps],))
+        notes = {}
+        for uid, state, queue, result, extras in cur.fetchall():
+            if state == "completed":
+                notes[uid] = ("done", uid)
+                continue
+            ext = (msgpack.unpackb(bytes(extras), raw=False, strict_map_key=False)
+                   if extras is not None else None)
+            policy = ext.get("parentPolicy") if ext.__class__ is dict else None
+            if policy is not None:   # failed for good: its policy acts on the parent
+                error = ext.get("failedReason") or (None if result is None else bytes(result))
+                notes[uid] = ("failed", uid, f"{queue}:{uid}", policy, failure_text(error))
+        return [(uid, [notes[d] for d in deps if d in notes]) for uid, deps in parents
+                if any(d in notes for d in deps)], nxt
     return _run(conn, go)
 
 
@@ -276,8 +291,8 @@ class SharedFlows:
 
     def sweep(self) -> None:
         """The leader's safety net (see the module docstring): read the next stalled parents
-        (`stalled`, paging round by round) and deliver their "done" notes again; one sweep at
-        a time."""
+        (`stalled`, paging round by round) and deliver their "done" and "failed" notes again;
+        one sweep at a time."""
         if self.sweeping:
             return
         self.sweeping = True
@@ -289,9 +304,9 @@ class SharedFlows:
         if isinstance(found, Exception):
             return
         parents, self.sweep_after = found
-        for parent, kids in parents:
-            for kid in kids:
-                self.note(parent, ("done", kid))
+        for parent, notes in parents:
+            for n in notes:
+                self.note(parent, n)
 
     def serve(self, body: bytes, principal, reply) -> None:
         """Notes another node forwarded here (this node held the parent): applied when the

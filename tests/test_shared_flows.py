@@ -148,6 +148,30 @@ def test_leader_sweep_releases_a_parent_whose_note_was_lost(nodes):
     assert got is not None and got["id"] == p
 
 
+def test_leader_sweep_applies_a_lost_failure_note(nodes):
+    """A child with failParentOnFailure failed for good in the database without its node
+    telling the parent (the node died between its commit and the note): the leader's sweep
+    fails the parent with the reference's error, as the note would have (the sweep repaired
+    lost `done` notes only). A child buried without a result (a beanstalk bury, not a
+    failure), swept in the same round, changes nothing."""
+    a, b = nodes(2, flow_sweep_ms=200)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    p2, kids2, jobs2 = simple_flow("sfp2", "sfc2", {"failParentOnFailure": True}, n=1)
+    qa.ok("PUSHF", jobs=jobs2)
+    p, kids, jobs = simple_flow("sfp", "sfc", {"failParentOnFailure": True}, n=2)
+    qa.ok("PUSHF", jobs=jobs)
+    # what a lost note leaves behind: the child's row failed for good, the parent parked
+    rows(nodes.url, "UPDATE jobs SET state = 'buried', node = NULL WHERE uid = %s "
+                    "RETURNING id", (kids2[0],), commit=True)
+    rows(nodes.url, "UPDATE jobs SET state = 'buried', result = %s, result_ok = 0, "
+                    "node = NULL WHERE uid = %s RETURNING id", (b"boom", kids[0]), commit=True)
+    msg = f"Child job {kids[0]} failed: boom".encode()
+    assert _until(lambda: rows(nodes.url, "SELECT state, result FROM jobs WHERE uid = %s",
+                               (p,)) == [("buried", msg)])
+    assert qb.state(p) == "failed"
+    assert qb.state(p2) == "waiting-children"   # its notes went with p's, in the same round
+
+
 def test_values_of_children_removed_on_complete_reach_the_parent(nodes):
     """Children with removeOnComplete acknowledged on b and c (their rows gone): the parent
     still reads their results, named by id alone, on every node."""
