@@ -198,13 +198,15 @@ class Flows:
                 parent.ext = ext
                 self._mark(parent)
             return
+        if uid not in ((parent.ext or {}).get("deps") or ()):
+            return   # applied already (a note sent again by the shared sweep: shared_flows)
         if policy == "continue":
             self._record(parent, "failedChildren", key, text)
             self.drop_dependencies(parent, None, "jobgate")
             return
         if policy == "ignore":
             self._record(parent, "ignoredFailures", key, text)
-        if policy in ("ignore", "remove") and uid in (parent.ext.get("deps") or ()):
+        if policy in ("ignore", "remove"):
             self.drop_dependencies(parent, [uid], "jobgate")
 
     def _record(self, parent: Job, key: str, child: str, text: str) -> None:

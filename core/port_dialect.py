@@ -88,13 +88,14 @@ RECORDS_MAX = 100_000
 
 def dialect_rows(conn, prefix: str) -> dict:
     """Shared mode, on the claim thread: {key: value} of the stored dialect records whose key
-    starts with `prefix` (at most RECORDS_MAX)."""
+    starts with `prefix` (at most RECORDS_MAX), in the keys' byte order (a single server's
+    records keep the order they were made in: the database keeps none)."""
     from .shared_reads import _run
     like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
     def go(cur):
         cur.execute("SELECT key, spec FROM dialect_state WHERE key LIKE %s ORDER BY key "
-                    "LIMIT %s", (like, RECORDS_MAX))
+                    "COLLATE \"C\" LIMIT %s", (like, RECORDS_MAX))
         return {k: msgpack.unpackb(bytes(v), raw=False, strict_map_key=False)
                 for k, v in cur.fetchall()}
     return _run(conn, go)

@@ -87,9 +87,10 @@ def stalled(conn, now_ms: int, after: tuple) -> tuple:
     """The leader's sweep (see the module docstring): up to SWEEP_MAX parked parents no node
     holds (a delayed row at the far deadline), in (ready_at_ms, id) order after the cursor
     `after` ((ready_at_ms, id); (0, 0) from the start), and the notes of the children they
-    wait for whose rows are completed ("done") or failed for good with a ``parentPolicy``
-    (buried with a result: "failed", as core/flows.py sends it). Returns ([(parent uid,
-    [note, ...])], the cursor for the next round: (0, 0) once the end was reached)."""
+    wait for whose rows are completed ("done", to every job waiting for them) or failed for
+    good with a ``parentPolicy`` (buried with a result: "failed", as core/flows.py sends it,
+    to the child's own parent only). Returns ([(parent uid, [note, ...])], the cursor for the
+    next round: (0, 0) once the end was reached)."""
     def go(cur):
         cur.execute(f"SELECT {UID_SQL}, extras, ready_at_ms, id FROM jobs WHERE state = "
                     "'delayed' AND ready_at_ms > %s AND node IS NULL AND extras IS NOT NULL "
@@ -108,19 +109,27 @@ def stalled(conn, now_ms: int, after: tuple) -> tuple:
         cur.execute("SELECT uid, state, queue, result, extras FROM jobs WHERE uid = ANY(%s) "
                     "AND (state = 'completed' OR (state = 'buried' AND result IS NOT NULL "
                     "AND result_ok = 0))", ([d for _, deps in parents for d in deps],))
-        notes = {}
+        done = set()
+        failed = {}   # child uid -> (its parentId, its "failed" note)
         for uid, state, queue, result, extras in cur.fetchall():
             if state == "completed":
-                notes[uid] = ("done", uid)
+                done.add(uid)
                 continue
             ext = (msgpack.unpackb(bytes(extras), raw=False, strict_map_key=False)
                    if extras is not None else None)
             policy = ext.get("parentPolicy") if ext.__class__ is dict else None
-            if policy is not None:   # failed for good: its policy acts on the parent
-                error = ext.get("failedReason") or (None if result is None else bytes(result))
-                notes[uid] = ("failed", uid, f"{queue}:{uid}", policy, failure_text(error))
-        return [(uid, [notes[d] for d in deps if d in notes]) for uid, deps in parents
-                if any(d in notes for d in deps)], nxt
+            if policy is not None:   # failed for good: its policy acts on its parent only
+                # the text of the final failure: its result (a failedReason may be an
+                # earlier attempt's, when the last failure was a Discard)
+                failed[uid] = (ext.get("parentId"), ("failed", uid, f"{queue}:{uid}", policy,
+                                                     failure_text(bytes(result))))
+        out = []
+        for uid, deps in parents:
+            notes = [("done", d) if d in done else failed[d][1] for d in deps
+                     if d in done or (d in failed and failed[d][0] == uid)]
+            if notes:
+                out.append((uid, notes))
+        return out, nxt
     return _run(conn, go)
 
 

@@ -172,6 +172,36 @@ def test_leader_sweep_applies_a_lost_failure_note(nodes):
     assert qb.state(p2) == "waiting-children"   # its notes went with p's, in the same round
 
 
+def test_sweep_sends_a_failure_to_the_parent_only_with_the_final_failure_s_text(nodes):
+    """Review of the sweep's failure notes: child c of p (failParentOnFailure), failed once
+    with "e1" (retried), then failed for good by a Discard whose note was lost (its row as
+    the Discard commits it: buried, result empty, the extras still saying "e1"); w, a job
+    pushed with dependsOn [c], is not c's parent. The sweep fails p with the final
+    failure's text, "unknown error", as the note says (it said "e1"), and leaves w waiting,
+    as one server does (it failed w too: the note went to every job waiting for c)."""
+    a, b = nodes(2, flow_sweep_ms=200)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    p, kids, jobs = simple_flow("sxp", "sxc", {"failParentOnFailure": True, "maxAttempts": 3},
+                                n=1)
+    qa.ok("PUSHF", jobs=jobs)
+    w = qa.push("sxw", {"w": 1}, dependsOn=[kids[0]])
+    assert _until(lambda: qb.state(w) == "waiting-children")
+    assert qb.pull("sxc", timeout=2000)["job"]["id"] == kids[0]
+    qb.ok("FAIL", id=kids[0], error="e1")
+    assert _until(lambda: rows(nodes.url, "SELECT state, node FROM jobs WHERE uid = %s",
+                               (kids[0],)) == [("ready", None)])
+    rows(nodes.url, "UPDATE jobs SET state = 'buried', result = %s, result_ok = 0 "
+                    "WHERE uid = %s RETURNING id", (b"", kids[0]), commit=True)
+    assert _until(lambda: rows(nodes.url, "SELECT state FROM jobs WHERE uid = %s",
+                               (p,)) == [("buried",)])
+    assert rows(nodes.url, "SELECT result FROM jobs WHERE uid = %s", (p,)) == \
+        [(f"Child job {kids[0]} failed: unknown error".encode(),)]
+    # w was read by the round that failed p, and its notes went with p's
+    assert rows(nodes.url, "SELECT state, result FROM jobs WHERE uid = %s", (w,)) == \
+        [("delayed", None)]
+    assert qb.state(w) == "waiting-children"
+
+
 def test_values_of_children_removed_on_complete_reach_the_parent(nodes):
     """Children with removeOnComplete acknowledged on b and c (their rows gone): the parent
     still reads their results, named by id alone, on every node."""
