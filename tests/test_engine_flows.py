@@ -147,6 +147,30 @@ def test_a_child_failing_for_good_acts_as_its_policy(port, policy):
     assert port.job(parent).state == READY
 
 
+@pytest.mark.parametrize("policy", ["continue", "ignore", "remove"])
+def test_a_child_failure_applied_again_changes_nothing(port, policy):
+    """A failure note that arrives twice (shared mode: the leader's sweep resends one it
+    found while the first was on its way, core/shared_flows.py) changes nothing the second
+    time: with `continue` it dropped every dependency the parent had meanwhile (here one
+    added after the first failure)."""
+    parent, kids, uids = flow(port, n=2, policy=policy, max_fails=1)
+    o = port.new_owner("bunqueue")
+    r = reserve_now(port, o, "kids")
+    assert port.fail(r.id, b"boom", "bunqueue", failure=Failure("boom")) == "dead"
+    bad = port.job(r.id).uid
+    late = port.put("kids", b"late", 0, 0, 10_000, "bunqueue", "late-" + policy)
+    assert port.add_dependencies(parent, ["late-" + policy], "bunqueue")
+    before = port.job(parent)
+    e = port._engine
+    e.child_failure(e.jobs[parent], bad, f"kids:{bad}", policy, "again")
+    v = port.job(parent)
+    assert (v.state, v.ext.get("deps")) == (before.state, before.ext.get("deps"))
+    assert "late-" + policy in v.ext["deps"] and v.state == DELAYED
+    assert v.ext.get("failedChildren") == before.ext.get("failedChildren")
+    assert v.ext.get("ignoredFailures") == before.ext.get("ignoredFailures")
+    assert port.job(late).state == READY
+
+
 def test_a_child_failing_while_its_parent_is_reserved_leaves_the_parent(port):
     c = port.put("kids", b"c", 0, 0, 10_000, "bunqueue", "solo-kid", max_fails=1,
                  ext={"parentId": "solo-parent", "parentPolicy": "fail"})
