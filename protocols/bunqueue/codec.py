@@ -200,10 +200,14 @@ def decode_steps(body: bytes, step: int = DECODE_SLICE):
     Unpacker holds at most one slice besides the value being built."""
     if not body:
         return "Invalid command format"
-    u = msgpack.Unpacker(raw=False, ext_hook=_ext, strict_map_key=False,
-                         max_buffer_size=max(len(body), step),
-                         read_size=max(len(body), step))   # one buffer: no regrowth copies
     n = len(body)
+    # unpackb's length limits (those of the body's own size: an array header claiming more
+    # items than the body has bytes fails at once, before any item is read), whatever `step`
+    u = msgpack.Unpacker(raw=False, ext_hook=_ext, strict_map_key=False,
+                         max_buffer_size=max(n, step),
+                         read_size=max(n, step),   # one buffer: no regrowth copies
+                         max_str_len=n, max_bin_len=n, max_array_len=n, max_map_len=n // 2,
+                         max_ext_len=n)
     with memoryview(body) as mv:
         for pos in range(0, n, step):
             try:
