@@ -25,6 +25,7 @@ from __future__ import annotations
 import msgpack
 
 from .codec import _keep_ext, decode_command, pack
+from .handlers_query import id_of
 from .registry import HANDLERS, MUTATING, STORAGE_UNAVAILABLE, err
 
 #: commands that change a job -> the field naming it: run where the job is (reach_jobs)
@@ -47,19 +48,13 @@ def held_elsewhere(sess, name: str, cmd: dict) -> list:
     mode): [] when it runs here only."""
     port = sess.port
     if FORWARDED[name] == "id":
-        id = _uid(cmd.get("id"))
+        id = id_of(cmd.get("id"))
         return [id] if id is not None and port.find(id) is None else []
     ids = cmd.get("ids")
     if ids.__class__ is not list:
         return []
-    return [id for id in map(_uid, ids) if id is not None and port.find(id) is None]
+    return [id for id in map(id_of, ids) if id is not None and port.find(id) is None]
 
-
-def _uid(v) -> str | None:
-    """A bunqueue id as handlers_query.find reads it (a str; an int as its digits)."""
-    if v.__class__ is str:
-        return v
-    return str(v) if v.__class__ is int else None
 
 
 def _here(sess, handler, name: str, cmd: dict, rid) -> None:
@@ -182,7 +177,7 @@ def _split(sess, name: str, cmd: dict, handler, rid, where: dict) -> None:
     groups: dict = {}
     here = []
     for i, id in enumerate(cmd["ids"]):
-        id = _uid(id)
+        id = id_of(id)
         n = where.get(id) if id is not None else None
         if n is None:
             here.append(i)

@@ -12,14 +12,18 @@ from .options import number_error, queue_name
 from .registry import PENDING, STORAGE_UNAVAILABLE, Spliced, command, err
 
 
+def id_of(v) -> str | None:
+    """The uid a bunqueue id names: a str as it is, an int as its digits (as the reference's
+    lookups read it), None for anything else."""
+    if v.__class__ is str:
+        return v
+    return str(v) if v.__class__ is int else None
+
+
 def find(sess, id) -> JobView | None:
     """A snapshot of the job a bunqueue id names (any dialect's job), or None."""
-    if id.__class__ is not str:
-        if id.__class__ is int:
-            id = str(id)
-        else:
-            return None
-    return sess.port.lookup(id)
+    id = id_of(id)
+    return None if id is None else sess.port.lookup(id)
 
 
 def _array(items: list) -> bytes:

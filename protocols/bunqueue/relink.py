@@ -1,5 +1,5 @@
 """Flow links across nodes (shared mode, issue 19; docs/scaling.md "Flow links across
-nodes"): the bunqueue commands that link or unlink a flow's jobs (handlers_flow.py), sent to
+nodes"): the bunqueue commands that link or unlink a flow's jobs (handlers_links.py), sent to
 a node that may not hold the jobs they name.
 
 - `UpdateParent {childId, parentId}`, `RemoveChildDependency {id}` (a child) and
@@ -33,7 +33,8 @@ as held elsewhere (ScopedPort.reach_jobs): it reads as missing.
 """
 from __future__ import annotations
 
-from .forward import _from_db, _here, _uid, forward_one
+from .forward import _from_db, _here, forward_one
+from .handlers_query import id_of
 
 #: the link commands -> the field naming the job each is about (where it runs)
 RELINKING = {"UpdateParent": "childId", "RemoveChildDependency": "id",
@@ -46,15 +47,15 @@ def linked(name: str, cmd: dict, job) -> list:
     """The uids of the jobs command `name` reads or changes besides its own job; `job`: a
     JobView of that job (here or as its row is), or None."""
     if name == "UpdateParent":
-        p = _uid(cmd.get("parentId"))
+        p = id_of(cmd.get("parentId"))
         return [] if p is None else [p]
     ext = job.ext if job is not None else None
     if not ext:
         return []
     if name == "RemoveChildDependency":
-        p = _uid(ext.get("parentId"))
+        p = id_of(ext.get("parentId"))
         return [] if p is None else [p]
-    return [u for u in map(_uid, ext.get("childrenIds") or ()) if u is not None]
+    return [u for u in map(id_of, ext.get("childrenIds") or ()) if u is not None]
 
 
 def relink(sess, name: str, cmd: dict, handler, rid, tries: int = 0) -> None:
@@ -63,7 +64,7 @@ def relink(sess, name: str, cmd: dict, handler, rid, tries: int = 0) -> None:
     A session that may not forward (a command another node forwarded here) runs it here in
     any case. A database error answers `Storage unavailable`."""
     port = sess.port
-    own = _uid(cmd.get(RELINKING[name]))
+    own = id_of(cmd.get(RELINKING[name]))
     if own is None:   # not an id: the handler's answer
         _here(sess, handler, name, cmd, rid)
         return

@@ -363,14 +363,11 @@ class Session(Inspect):
             if self.may_forward:   # run where it is (forward.py), else its row is deleted
                 uid = u[0]
                 return forward(self, c, uid, missing, lambda: e.remove_remote(
-                    uid, self._removed if u[1] else lambda ok: self.answer(R.OK)))
+                    uid, lambda ok: self.answer(R.OK if ok is True else missing)))
             return None   # forwarded here and not here (any more): the sender deletes its row
         e.remove(id, "workq")
         self.need_commit = True
         return R.OK
-
-    def _removed(self, ok) -> None:
-        self.answer(R.OK if ok is True else R.NOT_FOUND)
 
     def _result(self, c):
         if c.flags:
