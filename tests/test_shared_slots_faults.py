@@ -212,6 +212,23 @@ def test_a_stopped_node_with_waiters_frees_its_slot_cleanly(nodes):
     assert qb.recv_reply("b", 3)["job"] is not None
 
 
+def _stop_between_transactions(url: str, pid: int) -> None:
+    """SIGSTOP node process `pid` at a moment when none of its database sessions is inside a
+    transaction. Stopped inside one (a slot refresh holds its rows FOR UPDATE), its locks
+    would hold every other node's take of the queue until it runs again, and no row could
+    lapse: CI caught that once, under load (docs/scaling.md, "Concurrency limits across
+    nodes", a frozen node)."""
+    busy = ("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE %s "
+            "AND state IS NOT NULL AND state <> 'idle'")
+    for _ in range(200):
+        os.kill(pid, signal.SIGSTOP)
+        if rows(url, busy, (f"jobgate {pid} %",))[0][0] == 0:
+            return
+        os.kill(pid, signal.SIGCONT)
+        time.sleep(0.01)
+    raise AssertionError(f"node {pid} was inside a transaction at every try")
+
+
 def test_a_node_back_from_a_lapse_admits_no_new_job_over_the_limit(nodes):
     """Limit 1: a's worker holds the slot; a is stopped (SIGSTOP) for longer than its rows
     last, so b's waiting worker takes the lapsed slot (the documented exception); a back,
@@ -222,7 +239,7 @@ def test_a_node_back_from_a_lapse_admits_no_new_job_over_the_limit(nodes):
     _send_pull(qb, "lp", "wb", "wb", lock_ms=120_000)
     time.sleep(1.0)
     assert list(_slots(nodes.url, "lp").values()) == [1]
-    os.kill(a.proc.pid, signal.SIGSTOP)   # a is cut off: its row lapses after 5 s
+    _stop_between_transactions(nodes.url, a.proc.pid)   # a cut off: its row lapses after 5 s
     try:
         jb = qb.recv_reply("wb", 15)       # b takes the lapsed slot (exception (1))
         assert jb["job"] is not None
