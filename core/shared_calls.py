@@ -51,7 +51,12 @@ def reach(conn, node: str, uids: list, by: str = "uid") -> tuple:
     others. `by`: "uid" (`uids` are uids, through `jobs_uid`) or "id" (job ids, through the
     primary key). Returns (rows taken as dicts of the jobs columns, {uid or id: (name of the
     node holding it, its queue)}); one transaction. By id, any job is named (a client uid or
-    none: the dashboard's and beanstalk's ids name every dialect's jobs)."""
+    none: the dashboard's and beanstalk's ids name every dialect's jobs).
+
+    The take and the read are two statements, each with its own snapshot: a row its holder
+    gave back between them (a bunqueue connection closing gives its active job back) is
+    neither taken nor held in them, and is taken again, up to TAKE_TRIES times, so that a job
+    that exists is not answered as one that does not."""
     if by == "id":
         which, args = _BY_ID, (list(uids),)
     else:   # a job created without a client uid (beanstalk) is named by its derived uid
@@ -60,25 +65,35 @@ def reach(conn, node: str, uids: list, by: str = "uid") -> tuple:
         which, args = _WHICH, (real, ids)
 
     def go(cur):
-        cur.execute(_TAKE % which, (node, *args))
-        taken = [dict(zip(_COLS, r)) for r in cur.fetchall()]
-        cur.execute("SELECT id, uid, node, queue FROM jobs WHERE " + which + " AND node IS NOT "
-                    "NULL AND node <> %s", (*args, node))
-        held = {}
-        for id, uid, name, queue in cur.fetchall():
-            held[id if by == "id" else (uid if uid is not None else derived_uid(id))] = (name,
-                                                                                         queue)
+        taken = []
+        for _ in range(TAKE_TRIES):
+            cur.execute(_TAKE % which, (node, *args))
+            taken += [dict(zip(_COLS, r)) for r in cur.fetchall()]
+            cur.execute(f"SELECT id, uid, node, queue, {_FREE} FROM jobs WHERE {which} AND "
+                        "(node IS NULL OR node <> %s)", (*args, node))
+            held, again = {}, False
+            for id, uid, name, queue, free in cur.fetchall():
+                if name is None:
+                    again = again or free
+                    continue
+                held[id if by == "id" else (uid if uid is not None else derived_uid(id))] = (
+                    name, queue)
+            if not again:
+                break
         return taken, held
     return _run(conn, go)
 
 
+#: times `reach` takes again a row given back between its take and its read
+TAKE_TRIES = 10
 #: the rows named by client uid (first parameter) or, without one, by id (second)
 _WHICH = "(uid = ANY(%s) OR (id = ANY(%s) AND uid IS NULL))"
 #: the rows named by id, with a client uid or without
 _BY_ID = "(id = ANY(%s))"
+#: a row no node holds, in a state a node may take it in
+_FREE = "(node IS NULL AND state IN ('ready', 'delayed', 'buried', 'completed'))"
 #: take the rows `%s` (one of the above) selects that no node holds
-_TAKE = ("UPDATE jobs SET node = %%s WHERE %s AND node IS NULL AND state IN "
-         "('ready', 'delayed', 'buried', 'completed') RETURNING " + ", ".join(_COLS))
+_TAKE = ("UPDATE jobs SET node = %%s WHERE %s AND " + _FREE + " RETURNING " + ", ".join(_COLS))
 
 
 def node_number(name: str) -> int | None:

@@ -83,7 +83,10 @@ def test_subscriber_on_one_node_sees_jobs_of_another(nodes):
 def test_subscribers_on_two_nodes_get_each_event_once(nodes):
     """Subscribers on nodes a and b, a job pushed on a and pulled on b: each subscriber gets
     `pushed` and `pulled` exactly once (its own node's event locally, the other's relayed;
-    no node relays an event back to where it happened)."""
+    no node relays an event back to where it happened). a's subscriber gets them in order
+    (b pulled after a's commit); b's may get its own `pulled` before the relayed `pushed`:
+    events of two nodes are not ordered with each other (docs/scaling.md "Events across
+    nodes"; a's relay sends once its commit is done, and b may pull the job before)."""
     a, b = nodes(2)
     sa, sb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
     q, warm = "both", "bothwarm"
@@ -98,8 +101,9 @@ def test_subscribers_on_two_nodes_get_each_event_once(nodes):
     assert qb.pull(q, timeout=2000)["job"]["id"] == jid
     for s in (sa, sb):
         evs = _event_frames(s, 2)
-        assert [(e["eventType"], e["jobId"]) for e in evs] == [("pushed", jid),
-                                                              ("pulled", jid)], evs
+        got = [(e["eventType"], e["jobId"]) for e in evs]
+        assert (got if s is sa else sorted(got, reverse=True)) == [("pushed", jid),
+                                                                   ("pulled", jid)], evs
         assert s.quiet(0.5)
 
 

@@ -349,6 +349,7 @@ def test_workq_delete_of_another_dialect_s_job_across_nodes(nodes):
     assert wb.cmd(b"delete %s\r\n" % x.encode()) == b"+OK\r\n"
     assert rows(nodes.url, "SELECT count(*) FROM jobs WHERE uid = %s", (x,)) == [(0,)]
     assert wb.cmd(b"delete %s\r\n" % x.encode()) == b"+OK\r\n"   # nobody has it: +OK
-    assert BQ(a.bunqueue_port).pull("v7q", timeout=2000)["job"]["id"] == held
+    worker = BQ(a.bunqueue_port)   # kept open: a closing connection gives its job back
+    assert worker.pull("v7q", timeout=2000)["job"]["id"] == held
     assert wb.cmd(b"delete %s\r\n" % held.encode()) == b"+OK\r\n"   # active on a: runs there
     assert rows(nodes.url, "SELECT count(*) FROM jobs WHERE uid = %s", (held,)) == [(0,)]
