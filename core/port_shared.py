@@ -7,12 +7,14 @@ from __future__ import annotations
 PROBE_MS = 2000
 
 
-def open_shared_store(url: str):
+def open_shared_store(url: str, idle_in_transaction_ms: int = 10_000):
     """The SQL store of a node in shared mode (core.shared_store.SharedStore) for PostgreSQL
     `url`: the caller runs the migrations inside `store.serialized()`, then `store.join()`.
-    Raises ValueError for another database, sqlalchemy errors when it cannot connect."""
+    `idle_in_transaction_ms`: PostgreSQL ends a session of the node idle inside a
+    transaction for that long (0: never). Raises ValueError for another database,
+    sqlalchemy errors when it cannot connect."""
     from .shared_store import SharedStore
-    return SharedStore(url)
+    return SharedStore(url, idle_in_transaction_ms)
 
 
 def fire_due(conn, now_ms: int, ids) -> int:

@@ -64,13 +64,23 @@ SHARED_INDEXES = (
 )
 
 
+#: ms a node's session may stay inside a transaction without a statement (the default)
+IDLE_IN_TRANSACTION_MS = 10_000
+
+
 class SharedStore(LeaderDuties, Store):
     """core.storage.Store for a node in shared mode (see the module docstring). PostgreSQL
     only: raises ValueError for another database. `node` (after `join()`): this node's name,
-    `<host>:<pid>:<number>`; `number`: its int4 key; `first_block`: its first id block."""
+    `<host>:<pid>:<number>`; `number`: its int4 key; `first_block`: its first id block.
+    `idle_in_transaction_ms`: PostgreSQL ends a session of this node that stays inside a
+    transaction without a statement for that long (its `idle_in_transaction_session_timeout`;
+    0: never): a node frozen mid-transaction (SIGSTOP, a stalled VM) then lets go of the row
+    locks that would hold the other nodes' takes of its queues (docs/scaling.md)."""
 
-    def __init__(self, url: str) -> None:
-        super().__init__(url)
+    def __init__(self, url: str, idle_in_transaction_ms: int = IDLE_IN_TRANSACTION_MS) -> None:
+        super().__init__(url, pg_options=(
+            f"-c idle_in_transaction_session_timeout={int(idle_in_transaction_ms)}"
+            if idle_in_transaction_ms else None))
         if self.is_sqlite or self.engine.dialect.name != "postgresql":
             raise ValueError("database.mode shared needs PostgreSQL")
         self.node = ""

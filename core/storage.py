@@ -43,12 +43,14 @@ def _placeholders(paramstyle: str, n: int) -> list[str]:
     raise ValueError(f"unsupported DB-API paramstyle {paramstyle!r}")
 
 
-def make_engine(url: str, application_name: str | None = None) -> sa.Engine:
+def make_engine(url: str, application_name: str | None = None,
+                options: str | None = None) -> sa.Engine:
     """Create the SQLAlchemy engine for `url`. A SQLite file's directory must exist: it is
     never created (a mistyped path is an error, not a new empty database). PostgreSQL sessions
     carry `application_name` (pg_stat_activity) when given, connect within 10 s unless the
-    URL sets `connect_timeout`, and use TCP keepalives (10 s idle, 3 probes 5 s apart) unless
-    the URL sets `keepalives`."""
+    URL sets `connect_timeout`, use TCP keepalives (10 s idle, 3 probes 5 s apart) unless
+    the URL sets `keepalives`, and start with libpq `options` (`-c name=value` settings of
+    the session) when given, unless the URL sets `options`."""
     u = sa.make_url(url)
     if u.get_backend_name() == "sqlite":
         fast_sqlite_binding()
@@ -64,6 +66,8 @@ def make_engine(url: str, application_name: str | None = None) -> sa.Engine:
         # ~25 s instead of the system default of hours (a claim or a listener would hang)
         args.update(keepalives=1, keepalives_idle=10, keepalives_interval=5,
                     keepalives_count=3)
+    if options and "options" not in u.query:
+        args["options"] = options
     return sa.create_engine(u, pool_pre_ping=True, connect_args=args)
 
 
@@ -92,16 +96,18 @@ class Store(Upkeep):
     errors (a write's driver error is re-raised as SQLAlchemy's class for it).
 
     url: SQLAlchemy URL (sqlite:///path.db, postgresql+psycopg://user@host/db).
-    sqlite_synchronous: "NORMAL" (default) or "FULL". `engine`: the SQLAlchemy engine (the
-    gateway runs the Alembic migrations on it).
+    sqlite_synchronous: "NORMAL" (default) or "FULL". `pg_options`: libpq options of each
+    PostgreSQL session (make_engine). `engine`: the SQLAlchemy engine (the gateway runs the
+    Alembic migrations on it).
     """
 
-    def __init__(self, url: str, sqlite_synchronous: str = "NORMAL") -> None:
+    def __init__(self, url: str, sqlite_synchronous: str = "NORMAL",
+                 pg_options: str | None = None) -> None:
         self.url = url
         #: this server's sessions in pg_stat_activity: lets a lost session that still holds
         #: the lock (a partition PostgreSQL has not noticed) be told from another server's
         self.application_name = f"jobgate {os.getpid()} {os.urandom(4).hex()}"
-        self.engine = make_engine(url, self.application_name)
+        self.engine = make_engine(url, self.application_name, pg_options)
         self.is_sqlite = self.engine.dialect.name == "sqlite"
         self._lock_fd = None
         self._lock_conn = None

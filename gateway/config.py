@@ -17,6 +17,7 @@ A file looks like this (every key optional; unknown keys are an error naming the
       mode: single                                  # single | shared (PostgreSQL, docs/scaling.md)
       poll_interval_ms: 1000                        # shared: claim poll when no NOTIFY came
       flow_sweep_ms: 5000                           # shared: leader's sweep of stalled flow parents (0: off)
+      idle_in_transaction_ms: 10000                 # shared: PostgreSQL ends a node session idle in a transaction this long (0: never)
     durability: commit                              # commit | buffered | memory
     history:
       enabled: true
@@ -128,6 +129,10 @@ class Config:
     #: shared mode: ms between the leader's sweeps for flow parents whose children completed
     #: without telling them (a note lost with its node; core/shared_flows.py); 0: never
     flow_sweep_ms: int = 5000
+    #: shared mode: ms after which PostgreSQL ends a node's session that stays inside a
+    #: transaction without a statement (idle_in_transaction_session_timeout): a node frozen
+    #: mid-transaction lets go of its row locks (docs/scaling.md); 0: never
+    idle_in_transaction_ms: int = 10_000
     durability: str = "commit"
     history_enabled: bool = True
     history_retention_days: int = 30
@@ -243,7 +248,8 @@ def from_dict(raw) -> Config:
         ls = _keys(raw["listeners"], registry.names(), "listeners")
         c.listeners = [parse_listener(k, v, f"listeners.{k}") for k, v in ls.items()]
     db = _keys(raw.get("database"), ("url", "sqlite_synchronous", "writer_thread", "mode",
-                                     "poll_interval_ms", "flow_sweep_ms"), "database")
+                                     "poll_interval_ms", "flow_sweep_ms",
+                                     "idle_in_transaction_ms"), "database")
     if "mode" in db:
         c.database_mode = _choice(db["mode"], "database.mode", DATABASE_MODES)
     if "poll_interval_ms" in db:
@@ -258,6 +264,13 @@ def from_dict(raw) -> Config:
             raise ConfigError("config key 'database.flow_sweep_ms': must be 0 (off) or an "
                               "integer from 100 to 3600000 (ms)")
         c.flow_sweep_ms = v
+    if "idle_in_transaction_ms" in db:
+        v = db["idle_in_transaction_ms"]
+        if not isinstance(v, int) or isinstance(v, bool) or not (v == 0 or
+                                                                 100 <= v <= 3_600_000):
+            raise ConfigError("config key 'database.idle_in_transaction_ms': must be 0 (never) "
+                              "or an integer from 100 to 3600000 (ms)")
+        c.idle_in_transaction_ms = v
     if "writer_thread" in db:
         v = db["writer_thread"]
         v = {True: "on", False: "off"}.get(v, v)   # YAML reads a bare on/off as a boolean

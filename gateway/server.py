@@ -83,7 +83,8 @@ class Runtime:
         if config.durability != "memory":
             from .startup import open_database   # checked, locked, migrated (StartupError)
             self.store = open_database(config.database_url, config.sqlite_synchronous,
-                                       mode=config.database_mode)
+                                       mode=config.database_mode,
+                                       idle_in_transaction_ms=config.idle_in_transaction_ms)
             if self.store.is_sqlite:
                 import sqlalchemy as sa
                 db_path = sa.make_url(config.database_url).database

@@ -20,14 +20,18 @@ def nodes(pg_url, tmp_path):
     """`nodes(n, poll_ms=60000, flow_sweep_ms=None, http=False)`: n shared-mode nodes on one
     fresh database (beanstalk, workq and bunqueue listeners each; with `http`, the http
     listener too, its port in `http_port`; with `glide`, a glidemq listener, its port in
-    `glide_port`); `flow_sweep_ms`: the leader's flow sweep (None:
-    the default); all stopped afterwards."""
+    `glide_port`); `flow_sweep_ms`: the leader's flow sweep, `idle_in_transaction_ms`: how
+    long PostgreSQL lets a node's session idle inside a transaction (None: the defaults);
+    all stopped afterwards."""
     started: list[Server] = []
 
     def make(n: int, poll_ms: int = 60_000, flow_sweep_ms: int | None = None,
-             http: bool = False, glide: bool = False) -> list[Server]:
-        cfg = tmp_path / f"shared-{poll_ms}-{flow_sweep_ms}.yaml"
+             http: bool = False, glide: bool = False,
+             idle_in_transaction_ms: int | None = None) -> list[Server]:
+        cfg = tmp_path / f"shared-{poll_ms}-{flow_sweep_ms}-{idle_in_transaction_ms}.yaml"
         sweep = "" if flow_sweep_ms is None else f"  flow_sweep_ms: {flow_sweep_ms}\n"
+        if idle_in_transaction_ms is not None:
+            sweep += f"  idle_in_transaction_ms: {idle_in_transaction_ms}\n"
         cfg.write_text(f"database:\n  mode: shared\n  poll_interval_ms: {poll_ms}\n{sweep}")
         out = []
         for _ in range(n):

@@ -117,6 +117,8 @@ log: {level: warning}
     ("databse:\n  url: sqlite:///x.db\n", "databse"),
     ("database:\n  url: ''\n", "database.url"),
     ("database:\n  sqlite_synchronous: extra\n", "database.sqlite_synchronous"),
+    ("database:\n  idle_in_transaction_ms: 50\n", "database.idle_in_transaction_ms"),
+    ("database:\n  idle_in_transaction_ms: true\n", "database.idle_in_transaction_ms"),
     ("listeners:\n  beanstalk: {host: 127.0.0.1, port: 70000}\n", "listeners.beanstalk.port"),
     ("listeners:\n  beanstalk: {hots: 127.0.0.1}\n", "listeners.beanstalk.hots"),
     ("listeners:\n  workqq: {port: 1}\n", "listeners.workqq"),

@@ -8,6 +8,8 @@ twice before its deadline.
 """
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 
@@ -283,3 +285,89 @@ def test_terminated_connections_mid_load(nodes):
     assert b.proc.poll() is None
     _, err = b.stop()
     assert b"listener lost its session" in err   # the fault did happen, and was survived
+
+
+def _stop_inside_a_transaction(url: str, pid: int) -> int:
+    """SIGSTOP node process `pid` at a moment when one of its database sessions is inside a
+    transaction (a claim between its UPDATE and its COMMIT, a commit of deletes): returns
+    that session's backend pid. A statement PostgreSQL is running when the node stops ends
+    on its own; the session then waits, idle in the transaction, for the frozen node."""
+    q = ("SELECT pid FROM pg_stat_activity WHERE application_name LIKE %s "
+         "AND state LIKE 'idle in transaction%%'")
+    for _ in range(1000):
+        os.kill(pid, signal.SIGSTOP)
+        time.sleep(0.02)
+        found = rows(url, q, (f"jobgate {pid} %",))
+        if found:
+            return found[0][0]
+        os.kill(pid, signal.SIGCONT)
+        time.sleep(0.005)
+    raise AssertionError(f"node {pid} was never caught inside a transaction")
+
+
+def test_a_node_frozen_inside_a_transaction_lets_go_of_its_session(nodes):
+    """A worker on a reserves and deletes what a producer puts through b; a is frozen
+    (SIGSTOP, as a stalled VM) inside a transaction, whose row locks would hold the other
+    nodes' takes: PostgreSQL ends that session after database.idle_in_transaction_ms (here
+    1000; before, it waited for ever: docs/scaling.md "Concurrency limits across nodes").
+    Once a runs again it recovers: every job put is deleted, none lost."""
+    a, b = nodes(2, poll_ms=200, idle_in_transaction_ms=1000)
+    tube = "frozen"
+    done: set = set()
+    stop = threading.Event()
+
+    def worker() -> None:
+        c = bean(a, tube)
+        while not stop.is_set():
+            try:
+                j = c.reserve(timeout=1)
+            except greenstalk.TimedOutError:
+                continue
+            except (OSError, greenstalk.Error, ConnectionError):
+                time.sleep(0.1)
+                c = bean(a, tube)
+                continue
+            try:
+                c.delete(j)
+                done.add(j.id)
+            except (OSError, greenstalk.Error, ConnectionError):
+                c = bean(a, tube)
+
+    def producer() -> None:
+        c = bean(b, tube)
+        while not stop.is_set() and len(ids) < 3000:
+            ids.append(c.put(b"x"))
+
+    ids: list = []
+    threads = [threading.Thread(target=worker), threading.Thread(target=producer)]
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(0.5)
+        backend = _stop_inside_a_transaction(nodes.url, a.proc.pid)
+        try:
+            deadline = time.monotonic() + 8
+            while time.monotonic() < deadline and rows(
+                    nodes.url, "SELECT 1 FROM pg_stat_activity WHERE pid = %s", (backend,)):
+                time.sleep(0.1)
+            still = rows(nodes.url, "SELECT state, query FROM pg_stat_activity WHERE pid = %s",
+                         (backend,))
+        finally:
+            os.kill(a.proc.pid, signal.SIGCONT)
+        assert still == [], f"the frozen node's session is still there: {still}"
+        time.sleep(1.0)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(15)
+    assert ids
+    deadline = time.monotonic() + 30
+    stop.clear()
+    t = threading.Thread(target=worker)
+    t.start()
+    while time.monotonic() < deadline and not set(ids) <= done:
+        time.sleep(0.2)
+    stop.set()
+    t.join(10)
+    assert set(ids) <= done, f"{len(set(ids) - done)} of {len(ids)} never deleted"
+    assert a.proc.poll() is None
