@@ -11,7 +11,7 @@ def open_shared_store(url: str, idle_in_transaction_ms: int = 10_000):
     """The SQL store of a node in shared mode (core.shared_store.SharedStore) for PostgreSQL
     `url`: the caller runs the migrations inside `store.serialized()`, then `store.join()`.
     `idle_in_transaction_ms`: PostgreSQL ends a session of the node idle inside a
-    transaction for that long (0: never). Raises ValueError for another database,
+    transaction for that long (0: not set). Raises ValueError for another database,
     sqlalchemy errors when it cannot connect."""
     from .shared_store import SharedStore
     return SharedStore(url, idle_in_transaction_ms)

@@ -50,7 +50,9 @@ def make_engine(url: str, application_name: str | None = None,
     carry `application_name` (pg_stat_activity) when given, connect within 10 s unless the
     URL sets `connect_timeout`, use TCP keepalives (10 s idle, 3 probes 5 s apart) unless
     the URL sets `keepalives`, and start with libpq `options` (`-c name=value` settings of
-    the session) when given, unless the URL sets `options`."""
+    the session) when given, followed by the operator's own: the URL's `options`, else the
+    PGOPTIONS environment variable (which libpq ignores once `options` is passed), so a
+    setting of theirs with the same name wins."""
     u = sa.make_url(url)
     if u.get_backend_name() == "sqlite":
         fast_sqlite_binding()
@@ -66,8 +68,10 @@ def make_engine(url: str, application_name: str | None = None,
         # ~25 s instead of the system default of hours (a claim or a listener would hang)
         args.update(keepalives=1, keepalives_idle=10, keepalives_interval=5,
                     keepalives_count=3)
-    if options and "options" not in u.query:
-        args["options"] = options
+    if options:
+        own = u.query.get("options", os.environ.get("PGOPTIONS", ""))
+        own = " ".join(own) if isinstance(own, tuple) else own
+        args["options"] = f"{options} {own}".strip()
     return sa.create_engine(u, pool_pre_ping=True, connect_args=args)
 
 

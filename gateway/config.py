@@ -17,7 +17,7 @@ A file looks like this (every key optional; unknown keys are an error naming the
       mode: single                                  # single | shared (PostgreSQL, docs/scaling.md)
       poll_interval_ms: 1000                        # shared: claim poll when no NOTIFY came
       flow_sweep_ms: 5000                           # shared: leader's sweep of stalled flow parents (0: off)
-      idle_in_transaction_ms: 10000                 # shared: PostgreSQL ends a node session idle in a transaction this long (0: never)
+      idle_in_transaction_ms: 10000                 # shared: PostgreSQL ends a node session idle in a transaction this long (0: not set by jobgate)
     durability: commit                              # commit | buffered | memory
     history:
       enabled: true
@@ -131,7 +131,9 @@ class Config:
     flow_sweep_ms: int = 5000
     #: shared mode: ms after which PostgreSQL ends a node's session that stays inside a
     #: transaction without a statement (idle_in_transaction_session_timeout): a node frozen
-    #: mid-transaction lets go of its row locks (docs/scaling.md); 0: never
+    #: mid-transaction lets go of its row locks (docs/scaling.md); 0: jobgate sets nothing
+    #: (the server's, role's or database's own setting applies; for poolers that refuse
+    #: the libpq `options` startup parameter, docs/operations.md)
     idle_in_transaction_ms: int = 10_000
     durability: str = "commit"
     history_enabled: bool = True
@@ -268,7 +270,7 @@ def from_dict(raw) -> Config:
         v = db["idle_in_transaction_ms"]
         if not isinstance(v, int) or isinstance(v, bool) or not (v == 0 or
                                                                  100 <= v <= 3_600_000):
-            raise ConfigError("config key 'database.idle_in_transaction_ms': must be 0 (never) "
+            raise ConfigError("config key 'database.idle_in_transaction_ms': must be 0 (not set) "
                               "or an integer from 100 to 3600000 (ms)")
         c.idle_in_transaction_ms = v
     if "writer_thread" in db:

@@ -227,7 +227,7 @@ def open_database(url: str, sqlite_synchronous: str = "normal", lock: bool = Tru
     (`lock`: one server per database) and migrated when its schema is not current. Returns the
     core.api StorePort. `mode` "shared": a node's store (core.api.open_shared_store), migrated
     one node at a time and joined instead of locked, its sessions ended by PostgreSQL when
-    idle inside a transaction for `idle_in_transaction_ms` (0: never). Raises StartupError (EXIT_DB_PATH,
+    idle inside a transaction for `idle_in_transaction_ms` (0: not set). Raises StartupError (EXIT_DB_PATH,
     EXIT_DATABASE) or core.api.StoreLocked; the original error is the StartupError's __cause__
     (printed at log level debug)."""
     import sqlalchemy as sa

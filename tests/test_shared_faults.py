@@ -287,14 +287,14 @@ def test_terminated_connections_mid_load(nodes):
     assert b"listener lost its session" in err   # the fault did happen, and was survived
 
 
-def _stop_inside_a_transaction(url: str, pid: int) -> int:
+def _stop_inside_a_claim(url: str, pid: int) -> int:
     """SIGSTOP node process `pid` at a moment when one of its database sessions is inside a
-    transaction (a claim between its UPDATE and its COMMIT, a commit of deletes): returns
-    that session's backend pid. A statement PostgreSQL is running when the node stops ends
-    on its own; the session then waits, idle in the transaction, for the frozen node."""
+    claim (between its UPDATE ... RETURNING and its COMMIT): returns that session's backend
+    pid. A statement PostgreSQL is running when the node stops ends on its own; the session
+    then waits, idle in the transaction, for the frozen node."""
     q = ("SELECT pid FROM pg_stat_activity WHERE application_name LIKE %s "
-         "AND state LIKE 'idle in transaction%%'")
-    for _ in range(1000):
+         "AND state LIKE 'idle in transaction%%' AND query LIKE 'WITH w AS%%'")
+    for _ in range(2000):
         os.kill(pid, signal.SIGSTOP)
         time.sleep(0.02)
         found = rows(url, q, (f"jobgate {pid} %",))
@@ -302,15 +302,27 @@ def _stop_inside_a_transaction(url: str, pid: int) -> int:
             return found[0][0]
         os.kill(pid, signal.SIGCONT)
         time.sleep(0.005)
-    raise AssertionError(f"node {pid} was never caught inside a transaction")
+    raise AssertionError(f"node {pid} was never caught inside a claim")
 
 
-def test_a_node_frozen_inside_a_transaction_lets_go_of_its_session(nodes):
+def _locked(url: str, tube: str) -> set:
+    """Ids of the jobs of `tube` whose rows another session has locked."""
+    import psycopg
+    with psycopg.connect(url.replace("postgresql+psycopg", "postgresql")) as c:
+        every = {r[0] for r in c.execute("SELECT id FROM jobs WHERE queue = %s", (tube,))}
+        free = {r[0] for r in c.execute("SELECT id FROM jobs WHERE queue = %s "
+                                        "FOR SHARE SKIP LOCKED", (tube,))}
+        c.rollback()
+    return every - free
+
+
+def test_a_node_frozen_inside_a_claim_lets_go_of_its_rows(nodes):
     """A worker on a reserves and deletes what a producer puts through b; a is frozen
-    (SIGSTOP, as a stalled VM) inside a transaction, whose row locks would hold the other
-    nodes' takes: PostgreSQL ends that session after database.idle_in_transaction_ms (here
-    1000; before, it waited for ever: docs/scaling.md "Concurrency limits across nodes").
-    Once a runs again it recovers: every job put is deleted, none lost."""
+    (SIGSTOP, as a stalled VM) inside a claim, whose rows stay locked (other nodes' claims
+    skip them, a concurrency-limit take waits): PostgreSQL ends that session after
+    database.idle_in_transaction_ms (here 1000; before, it waited for ever:
+    docs/scaling.md "Failure modes"), and the rows are free again while a is still
+    stopped. Once a runs again it recovers: every job put is deleted and no row is left."""
     a, b = nodes(2, poll_ms=200, idle_in_transaction_ms=1000)
     tube = "frozen"
     done: set = set()
@@ -344,17 +356,21 @@ def test_a_node_frozen_inside_a_transaction_lets_go_of_its_session(nodes):
         t.start()
     try:
         time.sleep(0.5)
-        backend = _stop_inside_a_transaction(nodes.url, a.proc.pid)
+        backend = _stop_inside_a_claim(nodes.url, a.proc.pid)
         try:
+            claimed = _locked(nodes.url, tube)
             deadline = time.monotonic() + 8
             while time.monotonic() < deadline and rows(
                     nodes.url, "SELECT 1 FROM pg_stat_activity WHERE pid = %s", (backend,)):
                 time.sleep(0.1)
             still = rows(nodes.url, "SELECT state, query FROM pg_stat_activity WHERE pid = %s",
                          (backend,))
+            locked_after = _locked(nodes.url, tube) & claimed
         finally:
             os.kill(a.proc.pid, signal.SIGCONT)
+        assert claimed, "the frozen claim held no row"
         assert still == [], f"the frozen node's session is still there: {still}"
+        assert locked_after == set(), f"rows still locked: {sorted(locked_after)}"
         time.sleep(1.0)
     finally:
         stop.set()
@@ -370,4 +386,5 @@ def test_a_node_frozen_inside_a_transaction_lets_go_of_its_session(nodes):
     stop.set()
     t.join(10)
     assert set(ids) <= done, f"{len(set(ids) - done)} of {len(ids)} never deleted"
+    assert rows(nodes.url, "SELECT count(*) FROM jobs WHERE queue = %s", (tube,)) == [(0,)]
     assert a.proc.poll() is None

@@ -8,6 +8,7 @@ Needs JOBGATE_TEST_PG_URL (skipped with a clear reason without it).
 """
 from __future__ import annotations
 
+import random
 import threading
 import time
 
@@ -25,7 +26,8 @@ def test_a_job_given_back_meanwhile_is_taken_or_named(nodes):
     """Another connection flips the row between held by node HOLDER and held by nobody (a
     node taking it and giving it back, as a bunqueue connection that closes gives its
     active job back), as fast as it can; each `reach` meanwhile takes the job or names
-    HOLDER. Before, the take (an UPDATE) and the read of the holders (a SELECT) were two
+    HOLDER (the flips at random moments: flips in step with reach's retakes can miss all
+    of them, which a holder giving a job back once never does). Before, the take (an UPDATE) and the read of the holders (a SELECT) were two
     statements with a snapshot each: a give-back between them left the job neither taken
     nor named, and the command answered as for a job that does not exist (workq `delete` of
     a bunqueue job: +OK, the row kept)."""
@@ -33,14 +35,17 @@ def test_a_job_given_back_meanwhile_is_taken_or_named(nodes):
     jid = bean(a, "flip").put(b"x", delay=3600)        # delayed: no node claims it
     url = nodes.url.replace("postgresql+psycopg", "postgresql")
     stop = threading.Event()
+    rnd = random.Random(19)
 
     def flip() -> None:
         with psycopg.connect(url, autocommit=True) as c:
             while not stop.is_set():
                 c.execute("UPDATE jobs SET node = %s WHERE id = %s AND node IS NULL",
                           (HOLDER, jid))
+                time.sleep(rnd.random() * 0.0005)   # out of step with reach's retakes
                 c.execute("UPDATE jobs SET node = NULL WHERE id = %s AND node = %s",
                           (jid, HOLDER))
+                time.sleep(rnd.random() * 0.0005)
 
     t = threading.Thread(target=flip)
     t.start()
