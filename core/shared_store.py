@@ -74,8 +74,9 @@ class SharedStore(LeaderDuties, Store):
     `<host>:<pid>:<number>`; `number`: its int4 key; `first_block`: its first id block.
     `idle_in_transaction_ms`: PostgreSQL ends a session of this node that stays inside a
     transaction without a statement for that long (its `idle_in_transaction_session_timeout`;
-    0: not set, the server's own setting applies): a node frozen mid-transaction (SIGSTOP, a stalled VM) then lets go of the row
-    locks that would hold the other nodes' takes of its queues (docs/scaling.md)."""
+    0: not set, the server's own setting applies): a node frozen mid-transaction (SIGSTOP, a
+    stalled VM) then lets go of the row locks that would hold the other nodes' takes of its
+    queues (docs/scaling.md)."""
 
     def __init__(self, url: str, idle_in_transaction_ms: int = IDLE_IN_TRANSACTION_MS) -> None:
         super().__init__(url, pg_options=(

@@ -270,8 +270,8 @@ def from_dict(raw) -> Config:
         v = db["idle_in_transaction_ms"]
         if not isinstance(v, int) or isinstance(v, bool) or not (v == 0 or
                                                                  100 <= v <= 3_600_000):
-            raise ConfigError("config key 'database.idle_in_transaction_ms': must be 0 (not set) "
-                              "or an integer from 100 to 3600000 (ms)")
+            raise ConfigError("config key 'database.idle_in_transaction_ms': must be 0 (not "
+                              "set) or an integer from 100 to 3600000 (ms)")
         c.idle_in_transaction_ms = v
     if "writer_thread" in db:
         v = db["writer_thread"]

@@ -227,9 +227,9 @@ def open_database(url: str, sqlite_synchronous: str = "normal", lock: bool = Tru
     (`lock`: one server per database) and migrated when its schema is not current. Returns the
     core.api StorePort. `mode` "shared": a node's store (core.api.open_shared_store), migrated
     one node at a time and joined instead of locked, its sessions ended by PostgreSQL when
-    idle inside a transaction for `idle_in_transaction_ms` (0: not set). Raises StartupError (EXIT_DB_PATH,
-    EXIT_DATABASE) or core.api.StoreLocked; the original error is the StartupError's __cause__
-    (printed at log level debug)."""
+    idle inside a transaction for `idle_in_transaction_ms` (0: not set). Raises StartupError
+    (EXIT_DB_PATH, EXIT_DATABASE) or core.api.StoreLocked; the original error is the
+    StartupError's __cause__ (printed at log level debug)."""
     import sqlalchemy as sa
 
     from core.api import StoreLocked, open_shared_store, open_store
@@ -239,7 +239,8 @@ def open_database(url: str, sqlite_synchronous: str = "normal", lock: bool = Tru
     if u.get_backend_name() == "sqlite" and u.database and u.database != ":memory:":
         check_sqlite_path(value, os.path.abspath(u.database))
     shared = mode == "shared"
-    store = open_shared_store(url, idle_in_transaction_ms) if shared else open_store(url, sqlite_synchronous)
+    store = (open_shared_store(url, idle_in_transaction_ms) if shared
+             else open_store(url, sqlite_synchronous))
     connecting = True
     try:
         if lock and not shared:
