@@ -128,9 +128,10 @@ class Moves:
             # beanstalk's success: its holder deleted it; jobs waiting for it go on
             # (core/flows.py; any other delete leaves them waiting)
             self._deps_done(self.uid_of(job))
-        if owner is not None and prev is RESERVED and self.shared is not None \
-                and job.ext is not None:
-            self.shared.flows.completed(job)   # waiters on other nodes (core/shared_flows.py)
+        if owner is not None and prev is RESERVED and self.shared is not None:
+            # waiters on other nodes, and remembered for a late "wait" note even without
+            # extras (core/shared_flows.py)
+            self.shared.flows.completed(job)
         self._gc(q)
         return True
 

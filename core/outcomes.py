@@ -123,8 +123,10 @@ class Outcomes:
             self._deps_done(self.uid_of(job))
         elif not ok and job.ext is not None and job.ext.get("parentId") is not None:
             self._child_failed(job, result if error is _RESULT else error)   # core/flows.py
-        if ok and self.shared is not None and job.ext is not None:
-            self.shared.flows.completed(job)   # waiters on other nodes (core/shared_flows.py)
+        if ok and self.shared is not None:
+            # waiters on other nodes, and remembered for a late "wait" note even without
+            # extras (core/shared_flows.py)
+            self.shared.flows.completed(job)
         ws = self.result_waiters.pop(job.id, None)
         if ws:
             run = False

@@ -368,3 +368,30 @@ def test_depends_on_given_as_a_string(nodes):
     assert _pulled(qa, "dq") == "x"
     qa.ok("ACK", id="x")
     assert wait_until(lambda: _state(qb, j) == "waiting", timeout=5)
+
+
+def test_a_dependency_finished_before_the_wait_note_arrives(nodes):
+    """k on b waits for a job held on a that finishes right after k's push: a beanstalk job
+    its worker deletes, a plain bunqueue job its worker ACKs (neither has extras). a can get
+    the "wait" note after the job finished; it must know the job finished there lately and
+    answer "done" (before, only jobs with extras were remembered: such a k waited for ever;
+    CI caught it once in test_flow_jobs_and_a_beanstalk_job_as_dependencies). Ten rounds of
+    each, the finish sent as soon as the push is answered."""
+    from core.model import derived_uid
+
+    from .shared_support import bean
+    a, b = nodes(2)
+    qa, qb = BQ(a.bunqueue_port), BQ(b.bunqueue_port)
+    ba = bean(a, "late")
+    waiting = []
+    for i in range(10):
+        bid = ba.put(b"x")
+        held = ba.reserve(timeout=3)
+        waiting.append(qb.ok("PUSH", queue="lk", data={}, dependsOn=[derived_uid(bid)])["id"])
+        ba.delete(held)
+        qa.push("lq", {"i": i})
+        got = qa.pull("lq", timeout=3000)["job"]["id"]
+        waiting.append(qb.ok("PUSH", queue="lk", data={}, dependsOn=[got])["id"])
+        qa.ok("ACK", id=got)
+    assert wait_until(lambda: all(_state(qb, k) == "waiting" for k in waiting), timeout=15), \
+        [(k, _state(qb, k)) for k in waiting]
