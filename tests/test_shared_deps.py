@@ -372,11 +372,12 @@ def test_depends_on_given_as_a_string(nodes):
 
 def test_a_dependency_finished_before_the_wait_note_arrives(nodes):
     """k on b waits for a job held on a that finishes right after k's push: a beanstalk job
-    its worker deletes, a plain bunqueue job its worker ACKs (neither has extras). a can get
-    the "wait" note after the job finished; it must know the job finished there lately and
-    answer "done" (before, only jobs with extras were remembered: such a k waited for ever;
-    CI caught it once in test_flow_jobs_and_a_beanstalk_job_as_dependencies). Ten rounds of
-    each, the finish sent as soon as the push is answered."""
+    its worker deletes (it has no extras), and, beside it, a bunqueue job its worker ACKs
+    (its ACK gives it extras: it was remembered before too). a can get the "wait" note after
+    the job finished; it must know the job finished there lately and answer "done" (before,
+    only jobs with extras were remembered: the beanstalk job's k waited for ever; CI caught
+    it once in test_flow_jobs_and_a_beanstalk_job_as_dependencies). Ten rounds of each, the
+    finish sent as soon as the push is answered."""
     from core.model import derived_uid
 
     from .shared_support import bean
