@@ -203,7 +203,10 @@ def generate(tree: str, n_events: int, n_queues: int, days: int, seed: int, chun
     """Write the export tree `tree` and its marker file; returns the marker's content."""
     import numpy as np
     import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.dataset as ds
+
+    from pipeline.export import window_files
     t = time.monotonic()
     c = generate_arrays(n_events, n_queues, days, seed)
     t_arrays = time.monotonic() - t
@@ -216,12 +219,14 @@ def generate(tree: str, n_events: int, n_queues: int, days: int, seed: int, chun
         a, b = max(lo, 1) - 1, min(lo + chunk, n + 1) - 1
         if a >= b:
             continue
-        written = []
-        ds.write_dataset(_table(c, a, b, queues), os.path.join(tree, "events"), format="parquet",
+        table = _table(c, a, b, queues)
+        # no file_visitor: a Python callback released by pyarrow while the process exits aborts
+        # it (docs/pipeline.md "Export"); the files are counted on disk as the export does
+        ds.write_dataset(table, os.path.join(tree, "events"), format="parquet",
                          partitioning=part, basename_template=f"part-{a + 1:012d}-{{i}}.parquet",
-                         existing_data_behavior="overwrite_or_ignore", max_partitions=1 << 20,
-                         file_visitor=lambda f: written.append(f.path))
-        files += len(written)
+                         existing_data_behavior="overwrite_or_ignore", max_partitions=1 << 20)
+        files += window_files(os.path.join(tree, "events"),
+                              set(pc.unique(table["date"]).to_pylist()), a + 1)
     ev = c["ev"]
     counted = {"enqueued": ("put", "add", "schedule", "run", "push"), "started": ("reserve",),
                "failed": ("fail",), "timed_out": ("timeout",), "buried": ("bury", "dlq")}

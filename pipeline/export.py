@@ -69,6 +69,23 @@ def _write_watermark(out_dir: str, wm: dict) -> None:
     os.replace(tmp, os.path.join(out_dir, WATERMARK))
 
 
+def window_files(events_dir: str, dates: set[str], start: int) -> int:
+    """How many files of the id window starting at id `start` (named part-<start>-<i>.parquet)
+    are under `events_dir`/date=D/queue=*/ for the days D in `dates` ("YYYY-MM-DD").
+
+    Usually one per (date, queue), but pyarrow keeps at most 1024 files open (max_open_files)
+    and starts a new file in a partition whose file it had to close, so a window with more
+    partitions than that has more files."""
+    prefix = f"part-{start:012d}-"
+    n = 0
+    for d in dates:
+        with os.scandir(os.path.join(events_dir, f"date={d}")) as queues:
+            for q in (q for q in queues if q.is_dir()):
+                with os.scandir(q.path) as names:
+                    n += sum(1 for f in names if f.name.startswith(prefix))
+    return n
+
+
 def _day(ms: int) -> str:
     import datetime
     return datetime.datetime.fromtimestamp(ms // 1000, datetime.timezone.utc).strftime("%Y-%m-%d")
@@ -99,6 +116,7 @@ def export_events(database_url: str, out_dir: str, since_ms: int | None = None,
                            flavor="hive")
     sch = _schema()
     rows = files = skipped = 0
+    events = os.path.join(out_dir, "events")
     eng = sa.create_engine(database_url)
     try:
         with eng.connect() as c:
@@ -134,18 +152,19 @@ def export_events(database_url: str, out_dir: str, since_ms: int | None = None,
                     data["date"].append(_day(r.at_ms))
                     data["queue"].append(r.queue)
                 table = pa.Table.from_pydict(data, schema=sch)
-                written = []
                 try:
-                    ds.write_dataset(table, os.path.join(out_dir, "events"), format="parquet",
-                                     partitioning=part,
+                    # no file_visitor: pyarrow releases a Python callback on one of its I/O
+                    # threads after write_dataset returns, and a release that lands while the
+                    # interpreter exits aborts the process (docs/pipeline.md "Export")
+                    ds.write_dataset(table, events, format="parquet", partitioning=part,
                                      basename_template=f"part-{start:012d}-{{i}}.parquet",
                                      existing_data_behavior="overwrite_or_ignore",
-                                     file_visitor=lambda f: written.append(f.path))
+                                     max_partitions=len(keep))
                 except OSError as e:   # e.g. a queue name too long for a directory name
                     raise ExportError(f"cannot write events {start}..{last} under {out_dir} "
                                       f"(watermark left at {wm.get('last_id', 0)}): {e}") from e
                 rows += len(keep)
-                files += len(written)
+                files += window_files(events, {d for d in data["date"]}, start)
             if not done and hi > top:
                 last = max(last, top)   # ids above the last row seen are gaps (pruned or unused)
             lo = hi
