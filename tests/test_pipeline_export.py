@@ -141,8 +141,10 @@ def test_the_cli_exits_cleanly_after_writing_many_partitions(tmp_path):
     """CI once saw `jobgate export events` print its result and then abort at exit (-6,
     "terminate called without an active exception"): a Python callback handed to pyarrow's
     dataset writer (file_visitor) was released on an Arrow I/O thread after write_dataset
-    returned, while the interpreter was finalizing. With 50 partitions that aborted 59 runs in
-    60 here; a run writing one partition aborted about 1 in 30 under CPU load."""
+    returned, while the interpreter was finalizing (a core dump showed it). A pyarrow-only
+    script exiting right after writing 50 partitions with a file_visitor aborted 59 runs in 60;
+    this command, whose watermark write and print come after the write, about 1 run in 40
+    under CPU load, so this test catches such a regression only now and then."""
     url = f"sqlite:///{tmp_path}/j.db"
     fresh_db(url)
     add_events(url, [{"job_id": i, "queue": f"q{i}", "event": "put", "at_ms": T0 + i}
@@ -158,7 +160,8 @@ def test_the_cli_exits_cleanly_after_writing_many_partitions(tmp_path):
 def test_a_window_with_more_than_1024_partitions_is_exported(tmp_path):
     """pyarrow refuses to write more than max_partitions (1024 by default) partitions in one
     write_dataset call: an id window holding more (date, queue) pairs than that failed with
-    ArrowInvalid on every run, so the export could never pass that window. The files count is
+    ArrowInvalid (`jobgate export events`: exit 2 with pyarrow's message) on every run, so the
+    export could never pass that window. The files count is
     what is on disk: pyarrow keeps at most 1024 files open and may start a second file in a
     partition whose file it had to close."""
     url = f"sqlite:///{tmp_path}/j.db"
