@@ -164,7 +164,7 @@ def export_events(database_url: str, out_dir: str, since_ms: int | None = None,
                     raise ExportError(f"cannot write events {start}..{last} under {out_dir} "
                                       f"(watermark left at {wm.get('last_id', 0)}): {e}") from e
                 rows += len(keep)
-                files += window_files(events, {d for d in data["date"]}, start)
+                files += window_files(events, set(data["date"]), start)
             if not done and hi > top:
                 last = max(last, top)   # ids above the last row seen are gaps (pruned or unused)
             lo = hi
